@@ -1,0 +1,183 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Warp functions and kernels between Fabric matrices and (position, quaternion, scale).
+
+Conventions (Fabric's):
+- matrices are ``wp.mat44d``, row-vector: a point transforms as ``p' = p @ M``; translation is ``m[3, 0:3]``;
+- row ``i`` of the upper 3x3 is the rotated basis axis ``i`` times scale ``i``;
+- ``world = local @ parent_world`` and ``local = world @ inverse(parent_world)``;
+- quaternions are **xyzw** (Warp's order), unit length, returned with ``w >= 0``;
+- scale is the length of each row of the upper 3x3: world scale assumes no shear (a sheared matrix decomposes
+  to the closest rotation and per-axis lengths, which do not recompose to it). A negative determinant is put on
+  the x scale.
+
+Kernels here know nothing of stages or views: they take arrays and counts.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+_EPS = 1.0e-12
+
+
+@wp.func
+def decompose_matrix(m: wp.mat44d):
+    """Split a row-vector matrix into translation, xyzw rotation (``w >= 0``) and per-axis scale."""
+    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
+    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
+    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
+    sx = wp.length(r0)
+    sy = wp.length(r1)
+    sz = wp.length(r2)
+    if wp.dot(wp.cross(r0, r1), r2) < wp.float64(0.0):
+        sx = -sx
+    # a zero axis has no direction: keep the rotation well defined
+    ix = wp.float64(1.0)
+    iy = wp.float64(1.0)
+    iz = wp.float64(1.0)
+    if wp.abs(sx) > wp.float64(_EPS):
+        ix = wp.float64(1.0) / sx
+    if wp.abs(sy) > wp.float64(_EPS):
+        iy = wp.float64(1.0) / sy
+    if wp.abs(sz) > wp.float64(_EPS):
+        iz = wp.float64(1.0) / sz
+    # column-vector rotation: its columns are the normalised rows
+    rot = wp.mat33d(
+        r0[0] * ix, r1[0] * iy, r2[0] * iz,
+        r0[1] * ix, r1[1] * iy, r2[1] * iz,
+        r0[2] * ix, r1[2] * iy, r2[2] * iz,
+    )  # fmt: skip
+    q = wp.normalize(wp.quat_from_matrix(rot))
+    if q[3] < wp.float64(0.0):
+        q = -q
+    t = wp.vec3d(m[3, 0], m[3, 1], m[3, 2])
+    return t, q, wp.vec3d(sx, sy, sz)
+
+
+@wp.func
+def compose_matrix(t: wp.vec3d, q: wp.quatd, s: wp.vec3d):
+    """Build a row-vector matrix from translation, xyzw rotation (any sign, any norm > 0) and scale."""
+    r = wp.quat_to_matrix(wp.normalize(q))
+    return wp.mat44d(
+        r[0, 0] * s[0], r[1, 0] * s[0], r[2, 0] * s[0], wp.float64(0.0),
+        r[0, 1] * s[1], r[1, 1] * s[1], r[2, 1] * s[1], wp.float64(0.0),
+        r[0, 2] * s[2], r[1, 2] * s[2], r[2, 2] * s[2], wp.float64(0.0),
+        t[0], t[1], t[2], wp.float64(1.0),
+    )  # fmt: skip
+
+
+@wp.func
+def replace_components(
+    m: wp.mat44d,
+    set_t: int,
+    t: wp.vec3f,
+    set_q: int,
+    q: wp.quatf,
+    set_s: int,
+    s: wp.vec3f,
+):
+    """Return ``m`` with the components whose flag is set replaced, the others kept."""
+    t0, q0, s0 = decompose_matrix(m)
+    if set_t != 0:
+        t0 = wp.vec3d(t)
+    if set_q != 0:
+        q0 = wp.quatd(q)
+    if set_s != 0:
+        s0 = wp.vec3d(s)
+    return compose_matrix(t0, q0, s0)
+
+
+@wp.func
+def world_to_local(world: wp.mat44d, parent_world: wp.mat44d):
+    """Local matrix of a prim from its world matrix and its parent's world matrix."""
+    return world @ wp.inverse(parent_world)
+
+
+@wp.func
+def local_to_world(local: wp.mat44d, parent_world: wp.mat44d):
+    """World matrix of a prim from its local matrix and its parent's world matrix."""
+    return local @ parent_world
+
+
+@wp.kernel
+def decompose_matrices(
+    # inputs
+    mats: wp.array(dtype=wp.mat44d),
+    # outputs
+    pos_out: wp.array(dtype=wp.vec3f),
+    quat_out: wp.array(dtype=wp.quatf),
+    scale_out: wp.array(dtype=wp.vec3f),
+):
+    """Decompose each matrix into float32 position, xyzw quaternion and scale."""
+    i = wp.tid()
+    t, q, s = decompose_matrix(mats[i])
+    pos_out[i] = wp.vec3f(t)
+    quat_out[i] = wp.quatf(q)
+    scale_out[i] = wp.vec3f(s)
+
+
+@wp.kernel
+def compose_matrices(
+    # inputs
+    pos: wp.array(dtype=wp.vec3f),
+    quat: wp.array(dtype=wp.quatf),
+    scale: wp.array(dtype=wp.vec3f),
+    # outputs
+    mats_out: wp.array(dtype=wp.mat44d),
+):
+    """Compose float32 position, xyzw quaternion and scale into float64 row-vector matrices."""
+    i = wp.tid()
+    mats_out[i] = compose_matrix(wp.vec3d(pos[i]), wp.quatd(quat[i]), wp.vec3d(scale[i]))
+
+
+@wp.kernel
+def replace_matrix_components(
+    # inputs
+    mats: wp.array(dtype=wp.mat44d),
+    set_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    set_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    set_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+    # outputs
+    mats_out: wp.array(dtype=wp.mat44d),
+):
+    """Replace the flagged components of each matrix (unflagged inputs may be empty arrays)."""
+    i = wp.tid()
+    t = wp.vec3f()
+    q = wp.quatf()
+    s = wp.vec3f()
+    if set_pos != 0:
+        t = pos[i]
+    if set_quat != 0:
+        q = quat[i]
+    if set_scale != 0:
+        s = scale[i]
+    mats_out[i] = replace_components(mats[i], set_pos, t, set_quat, q, set_scale, s)
+
+
+@wp.kernel
+def world_to_local_matrices(
+    # inputs
+    world: wp.array(dtype=wp.mat44d),
+    parent_world: wp.array(dtype=wp.mat44d),
+    # outputs
+    local_out: wp.array(dtype=wp.mat44d),
+):
+    """``local_out[i] = world[i] @ inverse(parent_world[i])``."""
+    i = wp.tid()
+    local_out[i] = world_to_local(world[i], parent_world[i])
+
+
+@wp.kernel
+def local_to_world_matrices(
+    # inputs
+    local: wp.array(dtype=wp.mat44d),
+    parent_world: wp.array(dtype=wp.mat44d),
+    # outputs
+    world_out: wp.array(dtype=wp.mat44d),
+):
+    """``world_out[i] = local[i] @ parent_world[i]``."""
+    i = wp.tid()
+    world_out[i] = local_to_world(local[i], parent_world[i])
