@@ -350,7 +350,7 @@ class BaseFrameView(abc.ABC):
         """Check ``value`` is (rows, width) floating point and finite; return it as ``dtype`` on the view's device."""
         if value is None:
             return None
-        width = wp.types.type_length(dtype)
+        width = _width(dtype)
         arr = self._to_float32_rows(value, name, width)
         if arr.shape[0] != rows:
             raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({arr.shape[0]}, {width})")
@@ -374,9 +374,9 @@ class BaseFrameView(abc.ABC):
         """Any accepted array type -> a contiguous float32 wp.array2d of shape (M, width) (zero-copy when possible)."""
         expected = f"(M, {width}) float32/float64"
         if isinstance(value, wp.array):
-            if wp.types.type_length(value.dtype) == width and value.ndim == 1 and value.dtype in (wp.vec3f, wp.quatf):
+            if _width(value.dtype) == width and value.ndim == 1 and value.dtype in (wp.vec3f, wp.quatf):
                 value = value.view(wp.float32).reshape((value.shape[0], width))
-            elif value.dtype in (wp.vec3d, wp.quatd) and value.ndim == 1 and wp.types.type_length(value.dtype) == width:
+            elif value.dtype in (wp.vec3d, wp.quatd) and value.ndim == 1 and _width(value.dtype) == width:
                 value = value.numpy().astype(np.float32)
             elif value.dtype in (wp.float32, wp.float64) and value.ndim == 2:
                 if value.dtype == wp.float64 or not value.is_contiguous:
@@ -404,3 +404,8 @@ class BaseFrameView(abc.ABC):
         if value.ndim != 2 or value.shape[1] != width:
             raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
         return value
+
+
+def _width(dtype: Any) -> int:
+    """Number of scalars in one element of a Warp dtype (3 for vec3f, 4 for quatf, 1 for scalars)."""
+    return int(getattr(dtype, "_length_", 1))

@@ -1,0 +1,811 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The embedded Fabric model: Fabric's bucketed storage in Warp arrays, on the CPU or a CUDA device.
+
+It keeps the semantics of Fabric that the views depend on, so that their Fabric code runs for real without Kit:
+
+- prims live in buckets keyed by (prim type, attribute set); each bucket holds one column per attribute;
+- adding or removing an attribute moves the prim to another bucket, and fills the hole it leaves with the
+  bucket's last prim (swap-remove), which changes that other prim's slot;
+- a selection requires a set of attributes and spans every bucket that carries them; ``prepare_for_reuse()``
+  reports whether any of its buckets changed; columns are exposed through ``__fabric_arrays_interface__``;
+- attributes are created, set and removed for many prims in one batched call;
+- world matrices are computed from local matrices in Warp, level by level of the hierarchy.
+
+A model is populated from a pxr ``Usd.Stage`` (:func:`attach`, one model per (stage, device)) and follows the
+stage's structural and xformOp edits through USD change notices, applied lazily on the next access. It can also
+be built directly from arrays (:meth:`MemoryFabricStage.from_arrays`) for benchmarks at millions of prims.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+from .stage import LOCAL_MATRIX, WORLD_MATRIX
+
+__all__ = ["MemoryFabricStage", "MemorySelection", "attach"]
+
+logger = logging.getLogger(__name__)
+
+# name -> (warp dtype, Fabric type tuple for the array interface, 32-bit words per element)
+_TYPES: dict[str, tuple[Any, tuple, int]] = {
+    "matrix4d": (wp.mat44d, (True, "f8", 16, 0, "matrix"), 32),
+    "uint": (wp.uint32, (True, "u4", 1, 0, ""), 1),
+}
+_MATRIX_ATTRS = (LOCAL_MATRIX, WORLD_MATRIX)
+_MIN_CAPACITY = 16
+
+
+@wp.kernel
+def _copy_rows(
+    # inputs
+    src: wp.array2d(dtype=wp.uint32),
+    src_rows: wp.array(dtype=wp.int32),
+    dst_rows: wp.array(dtype=wp.int32),
+    # outputs
+    dst_out: wp.array2d(dtype=wp.uint32),
+):
+    """Copy whole rows of a raw column: ``dst_out[dst_rows[i]] = src[src_rows[i]]``."""
+    i, w = wp.tid()
+    dst_out[dst_rows[i], w] = src[src_rows[i], w]
+
+
+@wp.kernel
+def _scatter_rows(
+    # inputs
+    values: wp.array2d(dtype=wp.uint32),
+    rows: wp.array(dtype=wp.int32),
+    # outputs
+    dst_out: wp.array2d(dtype=wp.uint32),
+):
+    """``dst_out[rows[i]] = values[i]`` on raw columns."""
+    i, w = wp.tid()
+    dst_out[rows[i], w] = values[i, w]
+
+
+@wp.kernel
+def _gather_rows(
+    # inputs
+    src: wp.array2d(dtype=wp.uint32),
+    rows: wp.array(dtype=wp.int32),
+    # outputs
+    values_out: wp.array2d(dtype=wp.uint32),
+):
+    """``values_out[i] = src[rows[i]]`` on raw columns."""
+    i, w = wp.tid()
+    values_out[i, w] = src[rows[i], w]
+
+
+@wp.kernel
+def _update_world_matrices(
+    # inputs
+    local: wp.fabricarray(dtype=wp.mat44d),
+    slots: wp.array(dtype=wp.int32),
+    parent_slots: wp.array(dtype=wp.int32),
+    # outputs
+    world_out: wp.fabricarray(dtype=wp.mat44d),
+):
+    """``world = local @ parent_world`` for one level of the hierarchy (identity parent where the slot is -1)."""
+    i = wp.tid()
+    s = slots[i]
+    p = parent_slots[i]
+    if p < 0:
+        world_out[s] = local[s]
+    else:
+        world_out[s] = local[s] @ world_out[p]
+
+
+@wp.kernel
+def _compose_level(
+    # inputs
+    local: wp.array(dtype=wp.mat44d),
+    parents: wp.array(dtype=wp.int64),
+    rows: wp.array(dtype=wp.int64),
+    # outputs
+    world_out: wp.array(dtype=wp.mat44d),
+):
+    """Flat-array variant used while populating: ``world[r] = local[r] @ world[parents[r]]``."""
+    i = wp.tid()
+    r = rows[i]
+    p = parents[r]
+    if p < wp.int64(0):
+        world_out[r] = local[r]
+    else:
+        world_out[r] = local[r] @ world_out[p]
+
+
+@dataclass(eq=False)
+class _Bucket:
+    """Prims sharing one (type, attribute set); one raw column of 32-bit words per attribute."""
+
+    index: int
+    type_name: str
+    attrs: dict[str, str]  # attribute name -> type name in _TYPES
+    device: Any
+    size: int = 0
+    version: int = 0
+    pids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    columns: dict[str, wp.array] = field(default_factory=dict)
+
+    @property
+    def capacity(self) -> int:
+        return self.pids.shape[0]
+
+    def reserve(self, rows: int) -> None:
+        """Grow every column to hold ``rows`` prims (doubling); moves the storage (bumps ``version``)."""
+        if rows <= self.capacity:
+            return
+        cap = max(_MIN_CAPACITY, self.capacity)
+        while cap < rows:
+            cap *= 2
+        pids = np.full(cap, -1, dtype=np.int64)
+        pids[: self.size] = self.pids[: self.size]
+        self.pids = pids
+        for name, type_name in self.attrs.items():
+            words = _TYPES[type_name][2]
+            col = wp.zeros((cap, words), dtype=wp.uint32, device=self.device)
+            old = self.columns.get(name)
+            if old is not None and self.size:
+                wp.copy(col, old, count=self.size * words)
+            self.columns[name] = col
+        self.version += 1
+
+
+class MemorySelection:
+    """A selection of the embedded model: every bucket whose attributes include ``require``.
+
+    Implements :class:`frameview.fabric.stage.FabricSelection`.
+    """
+
+    def __init__(self, model: MemoryFabricStage, require: Sequence[str], write: bool) -> None:
+        self._model = model
+        self.require = tuple(require)
+        self._access = 2 if write else 1
+        self._signature: tuple | None = None
+        self._layout = -1
+        self._count = 0
+        self._buckets: list[_Bucket] = []
+        self._iface: dict[str, Any] = {}
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def prepare_for_reuse(self) -> bool:
+        model = self._model
+        model.sync()
+        if self._layout == model.layout_version:
+            return False
+        self._layout = model.layout_version
+        buckets = [b for b in model.buckets if b.size and all(a in b.attrs for a in self.require)]
+        signature = tuple((b.index, b.version, b.size) for b in buckets)
+        if signature == self._signature:
+            return False
+        self._signature = signature
+        self._buckets = buckets
+        self._count = sum(b.size for b in buckets)
+        attribs = {}
+        for name in self.require:
+            type_info = _TYPES[buckets[0].attrs[name] if buckets else _attr_type(name)][1]
+            attribs[name] = {
+                "type": type_info,
+                "access": self._access,
+                "pointers": [b.columns[name].ptr for b in buckets],
+                "counts": [b.size for b in buckets],
+            }
+        self._iface = {"version": 1, "device": str(model.device), "attribs": attribs}
+        return True
+
+    @property
+    def __fabric_arrays_interface__(self) -> dict[str, Any]:
+        return self._iface
+
+    def release(self) -> None:
+        """Nothing is pinned in the embedded model."""
+
+    # -- model-internal helpers
+
+    def pids(self) -> np.ndarray:
+        """Prim ids in slot order (as of the last ``prepare_for_reuse``)."""
+        if not self._buckets:
+            return np.empty(0, dtype=np.int64)
+        return np.concatenate([b.pids[: b.size] for b in self._buckets])
+
+    def bucket_offsets(self) -> np.ndarray:
+        """First slot of each model bucket in this selection, -1 for buckets it does not span."""
+        offsets = np.full(len(self._model.buckets), -1, dtype=np.int64)
+        start = 0
+        for b in self._buckets:
+            offsets[b.index] = start
+            start += b.size
+        return offsets
+
+
+def _attr_type(name: str) -> str:
+    return "matrix4d" if name in _MATRIX_ATTRS else "uint"
+
+
+class MemoryFabricStage:
+    """The embedded Fabric model. Implements :class:`frameview.fabric.stage.FabricStage`.
+
+    Build it with :func:`attach` (from a pxr stage) or :meth:`from_arrays`. Not thread-safe by itself: callers hold
+    :attr:`lock` around every call (FabricFrameView does).
+    """
+
+    provider = "memory"
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = str(wp.get_device(device))
+        self._device = wp.get_device(device)
+        self.lock = threading.RLock()
+        self.buckets: list[_Bucket] = []
+        self._bucket_by_key: dict[tuple[str, frozenset[str]], _Bucket] = {}
+        self.layout_version = 0
+        self._paths: list[str] = []
+        self._pid_of: dict[str, int] = {}
+        self._parent = np.empty(0, dtype=np.int64)
+        self._depth = np.empty(0, dtype=np.int64)
+        self._bucket_of = np.empty(0, dtype=np.int64)
+        self._row_of = np.empty(0, dtype=np.int64)
+        self._alive = np.empty(0, dtype=bool)
+        self._children: tuple[np.ndarray, np.ndarray] | None = None
+        self._xforms: MemorySelection | None = None
+        self._stage_ref: Any = None
+        self._listener: Any = None
+        self._pending_resync: set[str] = set()
+        self._pending_info: set[str] = set()
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_arrays(
+        cls,
+        paths: Sequence[str],
+        parents: np.ndarray,
+        local_matrices: np.ndarray,
+        *,
+        type_names: Sequence[str] | str = "Xform",
+        device: str = "cpu",
+    ) -> MemoryFabricStage:
+        """Build a model directly, without USD (benchmarks at millions of prims).
+
+        Args:
+            paths: Prim paths; a prim's parent must come before it.
+            parents: (N,) int, index of each prim's parent in ``paths`` (its path parent), -1 for none.
+            local_matrices: (N, 4, 4) float64 row-vector local matrices.
+            type_names: One prim type for all, or one per prim.
+            device: Warp device of the columns.
+        """
+        model = cls(device)
+        model._add_prims(list(paths), np.asarray(parents, dtype=np.int64), np.asarray(local_matrices), type_names)
+        return model
+
+    def _add_prims(
+        self,
+        paths: list[str],
+        parents: np.ndarray,
+        local: np.ndarray,
+        type_names: Sequence[str] | str,
+        external_parents: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Add prims (parents first). ``parents`` index into ``paths``; ``external_parents`` give existing model
+        pids for prims whose parent is already in the model (-1 otherwise). Returns the new pids."""
+        n = len(paths)
+        if n == 0:
+            return np.empty(0, dtype=np.int64)
+        if local.shape != (n, 4, 4):
+            raise ValueError(f"local_matrices: expected shape ({n}, 4, 4), got {local.shape}")
+        if parents.shape != (n,):
+            raise ValueError(f"parents: expected shape ({n},), got {parents.shape}")
+        if np.any(parents >= np.arange(n)):
+            bad = int(np.flatnonzero(parents >= np.arange(n))[0])
+            raise ValueError(f"parents: prim {paths[bad]!r} names a parent that does not come before it")
+        base = len(self._paths)
+        pids = np.arange(base, base + n, dtype=np.int64)
+        ext = np.full(n, -1, dtype=np.int64) if external_parents is None else external_parents
+        model_parent = np.where(parents >= 0, parents + base, ext)
+        depth = np.zeros(n, dtype=np.int64)
+        for i in np.flatnonzero(model_parent >= 0):  # parents come first: one pass gives depths
+            p = model_parent[i]
+            depth[i] = (depth[p - base] if p >= base else self._depth[p]) + 1
+        for path in paths:
+            if path in self._pid_of and self._alive[self._pid_of[path]]:
+                raise ValueError(f"prim {path!r} is already in the Fabric model")
+        self._paths.extend(paths)
+        self._pid_of.update(zip(paths, range(base, base + n), strict=True))
+        self._parent = np.concatenate([self._parent, model_parent])
+        self._depth = np.concatenate([self._depth, depth])
+        self._bucket_of = np.concatenate([self._bucket_of, np.full(n, -1, dtype=np.int64)])
+        self._row_of = np.concatenate([self._row_of, np.full(n, -1, dtype=np.int64)])
+        self._alive = np.concatenate([self._alive, np.ones(n, dtype=bool)])
+        self._children = None
+
+        world = self._compose_world(local, parents, ext)
+        local_words = np.ascontiguousarray(local, dtype=np.float64).reshape(n, 16).view(np.uint32)
+        world_words = world.reshape(n, 16).view(np.uint32)
+        types = [type_names] * n if isinstance(type_names, str) else list(type_names)
+        by_type: dict[str, list[int]] = {}
+        for i, t in enumerate(types):
+            by_type.setdefault(t, []).append(i)
+        for t, members in by_type.items():
+            rows = np.asarray(members, dtype=np.int64)
+            bucket = self._bucket((t, frozenset(_MATRIX_ATTRS)))
+            start = self._append(bucket, pids[rows])
+            dst = wp.array(np.arange(start, start + rows.size, dtype=np.int32), device=self.device)
+            self._scatter(bucket, LOCAL_MATRIX, dst, local_words[rows])
+            self._scatter(bucket, WORLD_MATRIX, dst, world_words[rows])
+        self._bump()
+        return pids
+
+    def _compose_world(self, local: np.ndarray, parents: np.ndarray, ext: np.ndarray) -> np.ndarray:
+        """World matrices of new prims, level by level in Warp; parents inside the batch or in the model."""
+        n = local.shape[0]
+        ext_world = np.tile(np.eye(4), (n, 1, 1))
+        has_ext = ext >= 0
+        if np.any(has_ext):
+            ext_world[has_ext] = self._read_matrices(ext[has_ext], WORLD_MATRIX)
+        # a prim with an external parent composes with that parent's world: fold it into its "local"
+        seed = np.array(local, dtype=np.float64, copy=True)
+        seed[has_ext] = np.einsum("nij,njk->nik", seed[has_ext], ext_world[has_ext])
+        local_wp = wp.array(seed, dtype=wp.mat44d, device=self.device)
+        world_wp = wp.zeros(n, dtype=wp.mat44d, device=self.device)
+        parents_wp = wp.array(parents, dtype=wp.int64, device=self.device)
+        depth = np.zeros(n, dtype=np.int64)
+        for i in np.flatnonzero(parents >= 0):
+            depth[i] = depth[parents[i]] + 1
+        order = np.argsort(depth, kind="stable")
+        bounds = np.searchsorted(depth[order], np.arange(depth.max() + 2))
+        for level in range(depth.max() + 1):
+            rows = order[bounds[level] : bounds[level + 1]]
+            if rows.size:
+                wp.launch(
+                    _compose_level,
+                    dim=rows.size,
+                    inputs=[local_wp, parents_wp, wp.array(rows, dtype=wp.int64, device=self.device)],
+                    outputs=[world_wp],
+                    device=self.device,
+                )
+        return world_wp.numpy()
+
+    # ------------------------------------------------------------------ buckets
+
+    def _bucket(self, key: tuple[str, frozenset[str]]) -> _Bucket:
+        bucket = self._bucket_by_key.get(key)
+        if bucket is None:
+            attrs = {name: _attr_type(name) for name in sorted(key[1])}
+            bucket = _Bucket(len(self.buckets), key[0], attrs, self._device)
+            self.buckets.append(bucket)
+            self._bucket_by_key[key] = bucket
+        return bucket
+
+    def _append(self, bucket: _Bucket, pids: np.ndarray) -> int:
+        """Reserve rows at the end of ``bucket`` for ``pids``; returns the first new row."""
+        start = bucket.size
+        bucket.reserve(start + pids.size)
+        bucket.pids[start : start + pids.size] = pids
+        bucket.size += pids.size
+        bucket.version += 1
+        self._bucket_of[pids] = bucket.index
+        self._row_of[pids] = np.arange(start, start + pids.size)
+        return start
+
+    def _remove_rows(self, bucket: _Bucket, rows: np.ndarray) -> None:
+        """Swap-remove ``rows``: the bucket's last prims fill the holes, changing their slots (as Fabric does)."""
+        if rows.size == 0:
+            return
+        n = bucket.size
+        m = n - rows.size
+        tail_taken = np.zeros(rows.size, dtype=bool)
+        tail_taken[rows[rows >= m] - m] = True
+        fillers = m + np.flatnonzero(~tail_taken)
+        holes = np.sort(rows[rows < m])
+        if holes.size:
+            src = wp.array(fillers.astype(np.int32), device=self.device)
+            dst = wp.array(holes.astype(np.int32), device=self.device)
+            for col in bucket.columns.values():
+                wp.launch(_copy_rows, dim=(holes.size, col.shape[1]), inputs=[col, src, dst], outputs=[col],
+                          device=self.device)  # fmt: skip
+            moved = bucket.pids[fillers]
+            bucket.pids[holes] = moved
+            self._row_of[moved] = holes
+        bucket.pids[m:n] = -1
+        bucket.size = m
+        bucket.version += 1
+
+    def _move(self, pids: np.ndarray, key_of: Any) -> None:
+        """Move prims to the buckets ``key_of(bucket) -> key``, carrying the columns both buckets share."""
+        src_buckets = self._bucket_of[pids]
+        for b in np.unique(src_buckets):
+            src = self.buckets[b]
+            group = pids[src_buckets == b]
+            dst = self._bucket(key_of(src))
+            if dst is src:
+                continue
+            rows = self._row_of[group].copy()
+            start = self._append(dst, group)
+            src_rows = wp.array(rows.astype(np.int32), device=self.device)
+            dst_rows = wp.array(np.arange(start, start + group.size, dtype=np.int32), device=self.device)
+            for name, col in dst.columns.items():
+                if name in src.columns:
+                    wp.launch(_copy_rows, dim=(group.size, col.shape[1]), inputs=[src.columns[name], src_rows,
+                              dst_rows], outputs=[col], device=self.device)  # fmt: skip
+            self._remove_rows(src, rows)
+        self._bump()
+
+    def _scatter(self, bucket: _Bucket, name: str, rows: wp.array, words: np.ndarray) -> None:
+        values = wp.array(np.ascontiguousarray(words), dtype=wp.uint32, device=self.device)
+        col = bucket.columns[name]
+        wp.launch(_scatter_rows, dim=(rows.shape[0], col.shape[1]), inputs=[values, rows], outputs=[col],
+                  device=self.device)  # fmt: skip
+
+    def _read_matrices(self, pids: np.ndarray, name: str) -> np.ndarray:
+        """(n, 4, 4) float64 of attribute ``name`` for model prims (host copy; slow path for sync and tests)."""
+        out = np.empty((pids.size, 16), dtype=np.float64)
+        buckets = self._bucket_of[pids]
+        for b in np.unique(buckets):
+            sel = np.flatnonzero(buckets == b)
+            col = self.buckets[b].columns[name]
+            rows = wp.array(self._row_of[pids[sel]].astype(np.int32), device=self.device)
+            vals = wp.empty((sel.size, col.shape[1]), dtype=wp.uint32, device=self.device)
+            wp.launch(_gather_rows, dim=vals.shape, inputs=[col, rows], outputs=[vals], device=self.device)
+            out[sel] = vals.numpy().view(np.float64)
+        return out.reshape(-1, 4, 4)
+
+    def _write_matrices(self, pids: np.ndarray, name: str, mats: np.ndarray) -> None:
+        words = np.ascontiguousarray(mats, dtype=np.float64).reshape(-1, 16).view(np.uint32)
+        buckets = self._bucket_of[pids]
+        for b in np.unique(buckets):
+            sel = np.flatnonzero(buckets == b)
+            rows = wp.array(self._row_of[pids[sel]].astype(np.int32), device=self.device)
+            self._scatter(self.buckets[b], name, rows, words[sel])
+
+    def _bump(self) -> None:
+        self.layout_version += 1
+
+    # ------------------------------------------------------------------ hierarchy
+
+    def _child_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR children of every pid (alive or not), in pid (authoring) order."""
+        if self._children is None:
+            parent = np.where(self._alive, self._parent, -1)
+            order = np.argsort(parent, kind="stable")
+            counts = np.bincount(parent[parent >= 0], minlength=len(self._paths))
+            ptr = np.zeros(len(self._paths) + 1, dtype=np.int64)
+            np.cumsum(counts, out=ptr[1:])
+            first = np.searchsorted(parent[order], 0)
+            self._children = (ptr, order[first:])
+        return self._children
+
+    def _descendants(self, pids: np.ndarray, *, include_self: bool) -> np.ndarray:
+        ptr, kids = self._child_table()
+        found = [pids] if include_self else []
+        frontier = pids
+        while frontier.size:
+            starts, ends = ptr[frontier], ptr[frontier + 1]
+            lengths = ends - starts
+            if not lengths.sum():
+                break
+            idx = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+            frontier = kids[idx]
+            found.append(frontier)
+        if not found:
+            return np.empty(0, dtype=np.int64)
+        return np.unique(np.concatenate(found))
+
+    def _update_world(self, pids: np.ndarray) -> None:
+        """Recompute world matrices of ``pids`` (any set, closed under descendants) from their locals, by depth."""
+        pids = pids[self._alive[pids]]
+        if pids.size == 0:
+            return
+        xf = self._xform_selection()
+        offsets = xf.bucket_offsets()
+        slots = offsets[self._bucket_of] + self._row_of  # per pid (garbage for dead pids)
+        local = wp.fabricarray(xf, LOCAL_MATRIX)
+        world = wp.fabricarray(xf, WORLD_MATRIX)
+        depth = self._depth[pids]
+        order = np.argsort(depth, kind="stable")
+        pids, depth = pids[order], depth[order]
+        for d in np.unique(depth):
+            level = pids[depth == d]
+            parents = self._parent[level]
+            parent_slots = np.where(parents >= 0, slots[np.maximum(parents, 0)], -1)
+            wp.launch(
+                _update_world_matrices,
+                dim=level.size,
+                inputs=[
+                    local,
+                    wp.array(slots[level].astype(np.int32), device=self.device),
+                    wp.array(parent_slots.astype(np.int32), device=self.device),
+                ],
+                outputs=[world],
+                device=self.device,
+            )
+
+    def _xform_selection(self) -> MemorySelection:
+        if self._xforms is None:
+            self._xforms = MemorySelection(self, _MATRIX_ATTRS, write=True)
+        self._xforms.prepare_for_reuse()
+        return self._xforms
+
+    # ------------------------------------------------------------------ FabricStage protocol
+
+    def is_alive(self) -> bool:
+        return self._stage_ref is None or self._stage_ref() is not None
+
+    def _lookup(self, paths: Sequence[str]) -> np.ndarray:
+        pid_of, alive = self._pid_of, self._alive
+        pids = np.fromiter((pid_of.get(str(p), -1) for p in paths), dtype=np.int64, count=len(paths))
+        missing = (pids < 0) | ~alive[np.maximum(pids, 0)] if len(self._paths) else pids < 0
+        if np.any(missing):
+            bad = [str(paths[i]) for i in np.flatnonzero(missing)[:3]]
+            raise KeyError(f"prims not in the Fabric model (removed, inactive or not xformable): {bad}")
+        return pids
+
+    def missing_prims(self, paths: Sequence[str]) -> list[str]:
+        self.sync()
+        pid_of, alive = self._pid_of, self._alive
+        return [str(p) for p in paths if not (str(p) in pid_of and alive[pid_of[str(p)]])]
+
+    def xform_parents(self, paths: Sequence[str]) -> list[str | None]:
+        self.sync()
+        parents = self._parent[self._lookup(paths)]
+        return [self._paths[p] if p >= 0 else None for p in parents]
+
+    def set_uint_attribute(self, paths: Sequence[str], name: str, values: np.ndarray) -> None:
+        self.sync()
+        pids = self._lookup(paths)
+        values = np.ascontiguousarray(values, dtype=np.uint32)
+        if values.shape != (pids.size,):
+            raise ValueError(f"values: expected shape ({pids.size},), got {values.shape}")
+        self._move(pids, lambda b: (b.type_name, frozenset((*b.attrs, name))))
+        buckets = self._bucket_of[pids]
+        for b in np.unique(buckets):
+            sel = np.flatnonzero(buckets == b)
+            rows = wp.array(self._row_of[pids[sel]].astype(np.int32), device=self.device)
+            self._scatter(self.buckets[b], name, rows, values[sel].reshape(-1, 1))
+
+    def remove_attribute(self, paths: Sequence[str], name: str) -> None:
+        self.sync()
+        pid_of, alive = self._pid_of, self._alive
+        pids = np.fromiter((pid_of.get(str(p), -1) for p in paths), dtype=np.int64, count=len(paths))
+        pids = pids[pids >= 0]
+        pids = pids[alive[pids]]
+        has = np.fromiter((name in self.buckets[b].attrs for b in self._bucket_of[pids]), dtype=bool, count=pids.size)
+        if np.any(has):
+            self._move(pids[has], lambda b: (b.type_name, frozenset(a for a in b.attrs if a != name)))
+
+    def attribute_names(self, path: str) -> list[str]:
+        self.sync()
+        pid = self._lookup([path])[0]
+        return sorted(self.buckets[self._bucket_of[pid]].attrs)
+
+    def select(self, require: Sequence[str], *, write: bool = False) -> MemorySelection:
+        return MemorySelection(self, require, write)
+
+    def propagate_world(self, selection: Any, slots: wp.array) -> None:
+        if not isinstance(selection, MemorySelection):
+            raise TypeError(f"selection: expected a MemorySelection, got {type(selection).__name__}")
+        written = selection.pids()[slots.numpy()]
+        below = self._descendants(written, include_self=False)
+        if below.size:
+            self._update_world(np.setdiff1d(below, written, assume_unique=False))
+
+    # -- PrimTree (path-pattern resolution without USD)
+
+    def has_prim(self, path: str) -> bool:
+        pid = self._pid_of.get(str(path))
+        return pid is not None and bool(self._alive[pid])
+
+    def child_names(self, path: str) -> list[str]:
+        pid = self._pid_of.get(str(path))
+        if path == "/":
+            kids = np.flatnonzero((self._parent < 0) & self._alive)
+        elif pid is None or not self._alive[pid]:
+            return []
+        else:
+            ptr, table = self._child_table()
+            kids = table[ptr[pid] : ptr[pid + 1]]
+        return [self._paths[k].rsplit("/", 1)[1] for k in kids]
+
+    @property
+    def prim_count(self) -> int:
+        """Prims currently in the model."""
+        return int(self._alive.sum())
+
+    def nbytes(self) -> int:
+        """Bytes held by the columns (capacity included)."""
+        return sum(col.capacity for b in self.buckets for col in b.columns.values())
+
+    # ------------------------------------------------------------------ USD population and change tracking
+
+    def _populate(self, stage: Any) -> None:
+        from pxr import Tf, Usd
+
+        self._stage_ref = weakref.ref(stage)
+        added = self._add_new_prims(stage.GetPseudoRoot())
+        self._listener = Tf.Notice.Register(Usd.Notice.ObjectsChanged, self._on_objects_changed, stage)
+        logger.debug("embedded Fabric model: %d prims from %s on %s", added, stage, self.device)
+
+    def _on_objects_changed(self, notice: Any, sender: Any) -> None:
+        for p in notice.GetResyncedPaths():
+            (self._pending_info if p.IsPropertyPath() else self._pending_resync).add(str(p.GetPrimPath()))
+        for p in notice.GetChangedInfoOnlyPaths():
+            if p.IsPropertyPath() and (p.name.startswith("xformOp") or p.name == "xformOpOrder"):
+                self._pending_info.add(str(p.GetPrimPath()))
+
+    def sync(self) -> None:
+        """Apply USD edits noticed since the last access (structure first, then xformOp values)."""
+        if not (self._pending_resync or self._pending_info):
+            return
+        stage = self._stage_ref() if self._stage_ref is not None else None
+        resync, info = self._pending_resync, self._pending_info
+        self._pending_resync, self._pending_info = set(), set()
+        if stage is None:
+            return
+        from pxr import UsdGeom
+
+        dirty: list[int] = []
+        for root in _outermost(resync):
+            dirty.extend(self._resync(stage, root))
+        for path in info - resync:
+            pid = self._pid_of.get(path)
+            if pid is None or not self._alive[pid]:
+                continue
+            prim = stage.GetPrimAtPath(path)
+            if prim.IsValid() and prim.IsA(UsdGeom.Xformable):
+                mat = np.array(UsdGeom.Xformable(prim).GetLocalTransformation(), dtype=np.float64)
+                self._write_matrices(np.array([pid]), LOCAL_MATRIX, mat[None])
+                dirty.append(pid)
+        if dirty:
+            self._update_world(self._descendants(np.unique(np.asarray(dirty, dtype=np.int64)), include_self=True))
+
+    def _resync(self, stage: Any, root: str) -> list[int]:
+        """Reconcile the subtree at ``root`` with USD; returns pids whose local changed (for the world update)."""
+        from pxr import UsdGeom
+
+        # model prims at or under root
+        anchor = root
+        while anchor and (anchor not in self._pid_of or not self._alive[self._pid_of[anchor]]):
+            anchor = anchor.rsplit("/", 1)[0]
+        existing: np.ndarray = np.empty(0, dtype=np.int64)
+        if anchor:
+            sub = self._descendants(np.array([self._pid_of[anchor]]), include_self=True)
+            prefix = root + "/"
+            existing = np.array([p for p in sub if self._paths[p] == root or self._paths[p].startswith(prefix)],
+                                dtype=np.int64)  # fmt: skip
+        elif root == "/":
+            existing = np.flatnonzero(self._alive)
+        dirty: list[int] = []
+        gone: list[int] = []
+        for pid in existing:
+            prim = stage.GetPrimAtPath(self._paths[pid])
+            if not (prim.IsValid() and prim.IsActive() and prim.IsA(UsdGeom.Xformable)):
+                gone.append(int(pid))
+            else:
+                mat = np.array(UsdGeom.Xformable(prim).GetLocalTransformation(), dtype=np.float64)
+                self._write_matrices(np.array([pid]), LOCAL_MATRIX, mat[None])
+                dirty.append(int(pid))
+        if gone:
+            self._kill(np.asarray(gone, dtype=np.int64))
+        # prims new under root (or root itself)
+        prim = stage.GetPrimAtPath(root)
+        if prim.IsValid() and prim.IsActive():
+            self._add_new_prims(prim)
+        return dirty
+
+    def _add_new_prims(self, prim: Any) -> int:
+        """Add the xformables at or under ``prim`` that the model does not hold, in traversal order.
+
+        A path that held a removed prim gets a new prim id: the old prim's attributes (tags) went with it.
+        """
+        from pxr import Usd, UsdGeom
+
+        paths: list[str] = []
+        parents: list[int] = []
+        locals_: list[Any] = []
+        types: list[str] = []
+        batch: dict[str, int] = {}
+        for p in Usd.PrimRange(prim):
+            if not p.IsA(UsdGeom.Xformable):
+                continue
+            path = str(p.GetPath())
+            pid = self._pid_of.get(path)
+            if pid is not None and self._alive[pid]:
+                continue
+            xf = UsdGeom.Xformable(p)
+            parent = -1
+            if not xf.GetResetXformStack():
+                ancestor = path.rsplit("/", 1)[0]
+                while ancestor:
+                    if ancestor in batch:
+                        parent = batch[ancestor]
+                        break
+                    known = self._pid_of.get(ancestor)
+                    if known is not None and self._alive[known]:
+                        parent = -2 - known
+                        break
+                    ancestor = ancestor.rsplit("/", 1)[0]
+            batch[path] = len(paths)
+            paths.append(path)
+            parents.append(parent)
+            locals_.append(xf.GetLocalTransformation())
+            types.append(str(p.GetTypeName()))
+        if not paths:
+            return 0
+        for path in paths:
+            self._pid_of.pop(path, None)  # a dead pid at this path
+        encoded = np.asarray(parents, dtype=np.int64)
+        ext = np.where(encoded <= -2, -2 - encoded, -1)
+        self._add_prims(paths, np.maximum(encoded, -1), _stack(locals_), types, ext)
+        return len(paths)
+
+    def _kill(self, pids: np.ndarray) -> None:
+        """Remove prims (and their descendants) from their buckets."""
+        pids = self._descendants(pids, include_self=True)
+        pids = pids[self._alive[pids]]
+        buckets = self._bucket_of[pids]
+        for b in np.unique(buckets):
+            group = pids[buckets == b]
+            self._remove_rows(self.buckets[b], self._row_of[group])
+        self._alive[pids] = False
+        self._bucket_of[pids] = -1
+        self._row_of[pids] = -1
+        self._children = None
+        self._bump()
+
+    def detach(self) -> None:
+        """Stop following USD notices."""
+        if self._listener is not None:
+            self._listener.Revoke()
+            self._listener = None
+
+
+def _stack(mats: list[Any]) -> np.ndarray:
+    if not mats:
+        return np.empty((0, 4, 4), dtype=np.float64)
+    return np.array([np.array(m, dtype=np.float64) for m in mats], dtype=np.float64).reshape(-1, 4, 4)
+
+
+def _outermost(paths: set[str]) -> list[str]:
+    """Drop paths that lie under another path of the set."""
+    out: list[str] = []
+    for p in sorted(paths):
+        if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
+            out.append(p)
+    return out
+
+
+_MODELS: dict[tuple[int, str], MemoryFabricStage] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def attach(stage: Any, device: str = "cpu") -> MemoryFabricStage:
+    """The embedded Fabric model of a pxr stage on ``device``, built on first use (like usdrt's ``Stage.Attach``).
+
+    One model per (stage, device); it lives as long as the stage and follows its edits.
+    """
+    device = str(wp.get_device(device))
+    key = (id(stage), device)
+    with _MODELS_LOCK:
+        model = _MODELS.get(key)
+        if model is not None and model.is_alive():
+            return model
+        model = MemoryFabricStage(device)
+        model._populate(stage)
+        _MODELS[key] = model
+        weakref.finalize(stage, _forget, key, model)
+        return model
+
+
+def _forget(key: tuple[int, str], model: MemoryFabricStage) -> None:
+    with _MODELS_LOCK:
+        if _MODELS.get(key) is model:
+            del _MODELS[key]
+    model.detach()

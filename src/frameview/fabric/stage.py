@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The slice of Fabric that FabricFrameView uses, as a protocol every provider implements.
+
+Providers: :mod:`frameview.fabric.memory` (embedded Fabric model over a pxr stage), :mod:`frameview.fabric.ovstage`
+(real Fabric without Kit), :mod:`frameview.fabric.usdrt` (real Fabric inside Kit / Isaac Sim).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import warp as wp
+
+__all__ = ["LOCAL_MATRIX", "WORLD_MATRIX", "FabricSelection", "FabricStage"]
+
+WORLD_MATRIX = "omni:fabric:worldMatrix"
+"""World matrix attribute: matrix4d, row-vector, translation in ``m[3, 0:3]``."""
+
+LOCAL_MATRIX = "omni:fabric:localMatrix"
+"""Local matrix attribute (relative to the nearest xformable ancestor): matrix4d, row-vector."""
+
+
+@runtime_checkable
+class FabricSelection(Protocol):
+    """Prims that carry every required attribute, across all buckets, in Fabric slot order.
+
+    Slot ``k`` is the ``k``-th prim when the buckets are concatenated in the selection's order. Column pointers and
+    slots are valid until the next :meth:`prepare_for_reuse`; they change when buckets change.
+    """
+
+    @property
+    def count(self) -> int:
+        """Number of prims (slots) selected, as of the last :meth:`prepare_for_reuse`."""
+        ...
+
+    def prepare_for_reuse(self) -> bool:
+        """Bring the selection up to date with the stage.
+
+        Returns:
+            True when its buckets changed (pointers, bucket sizes or membership) since the last call, so that
+            fabric arrays built from :attr:`__fabric_arrays_interface__` must be rebuilt. Always True on the first call.
+        """
+        ...
+
+    @property
+    def __fabric_arrays_interface__(self) -> dict[str, Any]:
+        """Warp's Fabric array interface (version 1) over the required attributes, for ``wp.fabricarray``."""
+        ...
+
+    def release(self) -> None:
+        """End of an access: let the provider unpin storage (ovstage read groups). A no-op where nothing is pinned."""
+        ...
+
+
+@runtime_checkable
+class FabricStage(Protocol):
+    """A Fabric stage as the views need it, and nothing more.
+
+    All calls are made with :attr:`lock` held by the caller (views take it around every access).
+    """
+
+    provider: str
+    """Provider name: ``"memory"``, ``"ovstage"`` or ``"usdrt"``."""
+
+    device: str
+    """Warp device where the columns live (``"cpu"`` or ``"cuda:N"``)."""
+
+    lock: threading.RLock
+    """Serialises every call on this stage (real Fabric runtimes are not thread-safe)."""
+
+    def is_alive(self) -> bool:
+        """False once the stage the provider attached to is gone."""
+        ...
+
+    def missing_prims(self, paths: Sequence[str]) -> list[str]:
+        """The paths that are not prims carrying Fabric world and local matrices (empty when all are present)."""
+        ...
+
+    def xform_parents(self, paths: Sequence[str]) -> list[str | None]:
+        """For each path, its nearest ancestor carrying Fabric matrices, or ``None`` (identity parent)."""
+        ...
+
+    def set_uint_attribute(self, paths: Sequence[str], name: str, values: np.ndarray) -> None:
+        """Create (if absent) and set a ``uint`` attribute on many prims in one batched call.
+
+        Adding an attribute moves the prims to another bucket and may change other prims' slots.
+        """
+        ...
+
+    def remove_attribute(self, paths: Sequence[str], name: str) -> None:
+        """Remove an attribute from many prims in one batched call; prims without it (or gone) are skipped."""
+        ...
+
+    def attribute_names(self, path: str) -> list[str]:
+        """Names of the Fabric attributes a prim carries (diagnostics and tests)."""
+        ...
+
+    def select(self, require: Sequence[str], *, write: bool = False) -> FabricSelection:
+        """A selection over the prims that carry every attribute in ``require``.
+
+        Args:
+            require: Attribute names; the interface exposes exactly these columns.
+            write: True when the caller writes through the columns (read-write access).
+        """
+        ...
+
+    def propagate_world(self, selection: FabricSelection, slots: wp.array) -> None:
+        """After a writer set consistent local and world matrices at ``slots`` of ``selection``, bring the
+        world matrices of their descendants up to date.
+        """
+        ...
