@@ -311,10 +311,10 @@ class MemoryFabricStage:
         pids = np.arange(base, base + n, dtype=np.int64)
         ext = np.full(n, -1, dtype=np.int64) if external_parents is None else external_parents
         model_parent = np.where(parents >= 0, parents + base, ext)
-        depth = np.zeros(n, dtype=np.int64)
-        for i in np.flatnonzero(model_parent >= 0):  # parents come first: one pass gives depths
-            p = model_parent[i]
-            depth[i] = (depth[p - base] if p >= base else self._depth[p]) + 1
+        offsets = np.zeros(n, dtype=np.int64)
+        has_ext = (parents < 0) & (ext >= 0)
+        offsets[has_ext] = self._depth[ext[has_ext]] + 1
+        depth = _depths(parents, offsets)
         for path in paths:
             if path in self._pid_of and self._alive[self._pid_of[path]]:
                 raise ValueError(f"prim {path!r} is already in the Fabric model")
@@ -357,9 +357,7 @@ class MemoryFabricStage:
         local_wp = wp.array(seed, dtype=wp.mat44d, device=self.device)
         world_wp = wp.zeros(n, dtype=wp.mat44d, device=self.device)
         parents_wp = wp.array(parents, dtype=wp.int64, device=self.device)
-        depth = np.zeros(n, dtype=np.int64)
-        for i in np.flatnonzero(parents >= 0):
-            depth[i] = depth[parents[i]] + 1
+        depth = _depths(parents)
         order = np.argsort(depth, kind="stable")
         bounds = np.searchsorted(depth[order], np.arange(depth.max() + 2))
         for level in range(depth.max() + 1):
@@ -765,6 +763,22 @@ class MemoryFabricStage:
         if self._listener is not None:
             self._listener.Revoke()
             self._listener = None
+
+
+def _depths(parents: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
+    """Depth of each prim of a batch (``parents`` index into the batch, -1 for a batch root), vectorised one level
+    per pass; ``offsets`` adds each batch root's own depth."""
+    steps = np.zeros(parents.shape[0], dtype=np.int64)
+    root = np.arange(parents.shape[0])
+    cur = parents.copy()
+    while True:
+        live = np.flatnonzero(cur >= 0)
+        if not live.size:
+            break
+        steps[live] += 1
+        root[live] = cur[live]
+        cur[live] = parents[cur[live]]
+    return steps if offsets is None else steps + offsets[root]
 
 
 def _stack(mats: list[Any]) -> np.ndarray:
