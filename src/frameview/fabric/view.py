@@ -20,7 +20,7 @@ import warp as wp
 
 from ..base import BaseFrameView
 from ..kernels.slots import invert_tag_column
-from ..kernels.transforms import decompose_matrix, local_to_world, replace_components, world_to_local
+from ..kernels.transforms import decompose_matrix, local_from_world_pose, local_to_world, replace_components
 from .providers import _is_pxr_stage, open_fabric_stage
 from .stage import LOCAL_MATRIX, WORLD_MATRIX, FabricSelection
 
@@ -131,30 +131,36 @@ def _write_transforms(
     local_out: wp.fabricarray(dtype=wp.mat44d),
     written_slots_out: wp.array(dtype=wp.int32),
 ):
-    """Replace the given components in world (``in_world``) or local space and derive the other space."""
+    """Replace the given components in world (``in_world``) or local space; the local scale is kept, the local matrix
+    is authoritative and the world matrix is derived from it."""
     k = wp.tid()
     i = k
     if use_indices != 0:
         i = indices[k]
     s = slots[i]
     pw = _parent_world(parent_world, parent_slots, parent_index, i)
-    t = wp.vec3f()
-    q = wp.quatf()
-    sc = wp.vec3f()
-    if set_pos != 0:
-        t = pos[k]
-    if set_quat != 0:
-        q = quat[k]
-    if set_scale != 0:
-        sc = scale[k]
+    m = local_out[s]
     if in_world != 0:
-        w = replace_components(world_out[s], set_pos, t, set_quat, q, set_scale, sc)
-        world_out[s] = w
-        local_out[s] = world_to_local(w, pw)
+        tw, qw, _sw = decompose_matrix(world_out[s])
+        _tl, _ql, sl = decompose_matrix(m)
+        if set_pos != 0:
+            tw = wp.vec3d(pos[k])
+        if set_quat != 0:
+            qw = wp.quatd(quat[k])
+        m = local_from_world_pose(tw, qw, sl, pw)
     else:
-        m = replace_components(local_out[s], set_pos, t, set_quat, q, set_scale, sc)
-        local_out[s] = m
-        world_out[s] = local_to_world(m, pw)
+        t = wp.vec3f()
+        q = wp.quatf()
+        sc = wp.vec3f()
+        if set_pos != 0:
+            t = pos[k]
+        if set_quat != 0:
+            q = quat[k]
+        if set_scale != 0:
+            sc = scale[k]
+        m = replace_components(m, set_pos, t, set_quat, q, set_scale, sc)
+    local_out[s] = m
+    world_out[s] = local_to_world(m, pw)
     written_slots_out[k] = s
 
 

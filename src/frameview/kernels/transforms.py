@@ -88,6 +88,25 @@ def replace_components(
 
 
 @wp.func
+def local_from_world_pose(t: wp.vec3d, q: wp.quatd, local_scale: wp.vec3d, parent_world: wp.mat44d):
+    """Local matrix that places a prim at world translation ``t`` and rotation ``q`` (xyzw), keeping its local scale.
+
+    The local translation is exact; the local rotation is ``conj(q_parent) * q``, exact when the parent's world scale
+    is uniform (under a non-uniformly scaled parent a rotated child's world matrix has shear, which no pose can
+    express). Keeping the local scale keeps the local matrix expressible as translate/orient/scale.
+    """
+    inv = wp.inverse(parent_world)
+    lt = wp.vec3d(
+        t[0] * inv[0, 0] + t[1] * inv[1, 0] + t[2] * inv[2, 0] + inv[3, 0],
+        t[0] * inv[0, 1] + t[1] * inv[1, 1] + t[2] * inv[2, 1] + inv[3, 1],
+        t[0] * inv[0, 2] + t[1] * inv[1, 2] + t[2] * inv[2, 2] + inv[3, 2],
+    )
+    _pt, pq, _ps = decompose_matrix(parent_world)
+    lq = wp.normalize(wp.quat_inverse(pq) * q)
+    return compose_matrix(lt, lq, local_scale)
+
+
+@wp.func
 def world_to_local(world: wp.mat44d, parent_world: wp.mat44d):
     """Local matrix of a prim from its world matrix and its parent's world matrix."""
     return world @ wp.inverse(parent_world)
