@@ -1,0 +1,35 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Importing frameview stays light: no optional dependency is imported, every public name resolves."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import frameview as fv
+
+
+def test_import_does_not_load_optional_dependencies() -> None:
+    """`import frameview` (and touching the config API) imports neither torch, ovstage, usdrt nor matplotlib."""
+    code = (
+        "import sys, frameview as fv; fv.FrameViewCfg; fv.available_backends(); "
+        "print(','.join(m for m in ('torch', 'ovstage', 'usdrt', 'matplotlib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_every_public_name_resolves() -> None:
+    """Every name in frameview.__all__ is importable from the package (one import path per name)."""
+    for name in fv.__all__:
+        assert getattr(fv, name) is not None, name
+
+
+def test_unknown_attribute_raises() -> None:
+    """A missing public name is an AttributeError, not a silent None."""
+    try:
+        fv.NoSuchThing  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchThing" in str(exc)
+    else:
+        raise AssertionError("expected AttributeError")
