@@ -18,7 +18,7 @@ import warp as wp
 from pxr import Gf, Sdf, Usd, UsdGeom, Vt
 
 from .base import BaseFrameView
-from .kernels.transforms import compose_matrix, decompose_matrices, decompose_matrix
+from .kernels.transforms import compose_matrix, decompose_matrices, decompose_matrix, local_from_world_pose
 
 __all__ = ["UsdFrameView"]
 
@@ -71,17 +71,16 @@ def _solve_local_components(
             err = wp.max(err, wp.abs(r[a, b] - m[a, b]))
     shear_out[i] = err / size
     if in_world != 0:
-        # desired world translation / rotation without scale, brought into the parent frame; the translation row
-        # of the product depends only on the position, the rotation only on the orientation
+        # the same world -> local solve as the Fabric backend: exact translation, rotation conj(q_parent) * q;
+        # the translation depends only on the position and the rotation only on the orientation
         wt = wp.vec3d(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0))
         wq = wp.quatd(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))
         if set_pos != 0:
             wt = wp.vec3d(pos[i])
         if set_quat != 0:
-            wq = wp.quatd(quat[i])
+            wq = wp.normalize(wp.quatd(quat[i]))
         ones = wp.vec3d(wp.float64(1.0), wp.float64(1.0), wp.float64(1.0))
-        lrt = compose_matrix(wt, wq, ones) @ wp.inverse(parent_world[i])
-        lt, lq, _ls = decompose_matrix(lrt)
+        lt, lq, _ls = decompose_matrix(local_from_world_pose(wt, wq, ones, parent_world[i]))
         if set_pos != 0:
             t = lt
         if set_quat != 0:
@@ -138,9 +137,10 @@ class UsdFrameView(BaseFrameView):
       A local matrix with shear cannot be expressed that way: such a write raises ``ValueError`` naming the prim,
       and nothing is written.
     - World writes keep the prim's **local** scale and bring the world pose into the parent frame with the parent's
-      world matrix. Positions are always exact; under a parent with non-uniform scale an orientation is exact only
-      when the rotation relative to the parent maps the parent's scale axes onto each other (otherwise a T*R*S
-      local cannot reach it and the closest rotation is used).
+      world matrix (the same solve as the Fabric backend). Positions are always exact; the local rotation is
+      ``conj(q_parent) * q``, exact under a uniformly scaled parent, and under a non-uniformly scaled one only when
+      the rotation relative to the parent maps the parent's scale axes onto each other (otherwise the world matrix
+      would need shear, which no translate/orient/scale local expresses).
     - A prim with ``!resetXformStack!`` ignores its ancestors: its world matrix is its local matrix, and world
       writes treat its parent's world as identity.
 

@@ -1,0 +1,63 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Backend factories for the contract suite.
+
+Adding a backend is one entry in :data:`BACKENDS`: a factory ``(prim_path, stage, device) -> view`` that calls
+``pytest.skip`` with a reason when the backend cannot run here. Every contract test then runs against it, on every
+device of the ``device`` fixture (``cpu``, and ``cuda:0`` when present).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+import frameview as fv
+
+ViewFactory = Callable[..., fv.BaseFrameView]
+
+
+def make_usd_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv.BaseFrameView:
+    """The pxr reference backend."""
+    return fv.UsdFrameView(prim_path, stage=stage, device=device)
+
+
+def make_fabric_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv.BaseFrameView:
+    """The Fabric backend (embedded Fabric model for a pxr stage); skipped while it is not importable."""
+    try:
+        importlib.import_module("frameview.fabric.view")
+    except ImportError as exc:
+        pytest.skip(f"frameview.fabric.view is not importable: {exc}")
+    return fv.FabricFrameView(prim_path, stage=stage, device=device)
+
+
+BACKENDS: dict[str, Callable[[str | Sequence[str], Any, str], fv.BaseFrameView]] = {
+    "usd": make_usd_view,
+    # "fabric": make_fabric_view,
+}
+
+
+@pytest.fixture(params=[pytest.param(name, id=name) for name in BACKENDS])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Name of the backend under test (a key of :data:`BACKENDS`)."""
+    return request.param
+
+
+@pytest.fixture
+def make_view(backend: str, device: str) -> Iterator[ViewFactory]:
+    """``make_view(prim_path, stage, device=<the device parameter>)``: a view of the backend under test.
+
+    Every view made is closed at teardown.
+    """
+    views: list[fv.BaseFrameView] = []
+
+    def factory(prim_path: str | Sequence[str], stage: Any, device: str = device) -> fv.BaseFrameView:
+        view = BACKENDS[backend](prim_path, stage, device)
+        views.append(view)
+        return view
+
+    yield factory
+    for view in views:
+        view.close()
