@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import warp as wp
 
+if hasattr(wp, "LOG_WARNING"):  # Warp >= 1.19 logs module loads at INFO; older Warp has config.quiet
+    wp.config.log_level = wp.LOG_WARNING
 wp.config.quiet = True
 wp.init()
 

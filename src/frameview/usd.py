@@ -383,7 +383,13 @@ class UsdFrameView(BaseFrameView):
                 ops[kind] = existing[kind]
                 continue
             attr = prim.GetAttribute(_OP_NAMES[kind])
-            if attr and attr.IsValid() and UsdGeom.XformOp.IsXformOp(attr):
+            if attr:
+                accepted = _QUAT_TYPES if kind == _ORIENT else _VEC3_TYPES
+                if str(attr.GetTypeName()) not in accepted:
+                    raise ValueError(
+                        f"prim {str(prim.GetPath())!r}: attribute {_OP_NAMES[kind]} has type {attr.GetTypeName()}, "
+                        f"expected one of {sorted(accepted)}; remove or retype it"
+                    )
                 ops[kind] = UsdGeom.XformOp(attr)
             else:
                 attr = prim.CreateAttribute(
