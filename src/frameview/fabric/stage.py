@@ -29,6 +29,11 @@ class FabricSelection(Protocol):
 
     Slot ``k`` is the ``k``-th prim when the buckets are concatenated in the selection's order. Column pointers and
     slots are valid until the next :meth:`prepare_for_reuse`; they change when buckets change.
+
+    Optional hook: a provider whose zero-copy columns must not be written (ovstage: writes through read pointers
+    are not change-tracked) also implements ``prepare_for_write() -> bool``, with the same contract as
+    :meth:`prepare_for_reuse` but exposing writable (staging) columns. Callers that write through the columns call
+    it instead of :meth:`prepare_for_reuse` when present, then :meth:`FabricStage.propagate_world`.
     """
 
     @property
@@ -110,5 +115,7 @@ class FabricStage(Protocol):
     def propagate_world(self, selection: FabricSelection, slots: wp.array) -> None:
         """After a writer set consistent local and world matrices at ``slots`` of ``selection``, bring the
         world matrices of their descendants up to date.
+
+        Providers that stage writes (``prepare_for_write``) commit the staged matrices to Fabric here.
         """
         ...

@@ -264,17 +264,24 @@ class FabricFrameView(BaseFrameView):
 
     # ---------------------------------------------------------------- access plumbing
 
-    def _refresh(self, parents: bool) -> None:
-        """Bring the selections up to date, check their counts, rebuild fabric arrays only if buckets changed."""
+    def _refresh(self, parents: bool, write: bool = False) -> None:
+        """Bring the selections up to date, check their counts, rebuild fabric arrays only if buckets changed.
+
+        ``write``: this access writes through the prims' columns (providers with read-only zero-copy columns then
+        expose writable staging columns, see ``FabricSelection.prepare_for_write``).
+        """
         fabric = self._fabric
         if not fabric.is_alive():
             raise RuntimeError(f"{self!r}: its stage was released; create the view again on a live stage")
-        self._refresh_one(self._sel, self.count, "prims", (self._tag, WORLD_MATRIX, LOCAL_MATRIX))
+        self._refresh_one(self._sel, self.count, "prims", (self._tag, WORLD_MATRIX, LOCAL_MATRIX), write)
         if parents and self._parent_paths:
             self._refresh_one(self._parent_sel, len(self._parent_paths), "parents", (self._parent_tag, WORLD_MATRIX))
 
-    def _refresh_one(self, sel: FabricSelection, expected: int, what: str, attrs: tuple[str, ...]) -> None:
-        changed = sel.prepare_for_reuse()
+    def _refresh_one(
+        self, sel: FabricSelection, expected: int, what: str, attrs: tuple[str, ...], write: bool = False
+    ) -> None:
+        prepare_for_write = getattr(sel, "prepare_for_write", None) if write else None
+        changed = prepare_for_write() if prepare_for_write is not None else sel.prepare_for_reuse()
         if sel.count != expected:
             sel.release()
             raise RuntimeError(
@@ -371,7 +378,7 @@ class FabricFrameView(BaseFrameView):
         rows = self.count if indices is None else indices.shape[0]
         with self._fabric.lock:
             try:
-                self._refresh(parents=True)
+                self._refresh(parents=True, write=True)
                 self._invert(parents=True)
                 parent_world = self._arrays.get("parent_world") if self._parent_paths else self._arrays[WORLD_MATRIX]
                 written = self._written[:rows]
