@@ -309,3 +309,17 @@ def test_removed_prim_raises_runtime_error() -> None:
         with pytest.raises(RuntimeError, match=message):
             view.get_local_poses([1])
         assert view.get_world_poses([0, 2, 3])[0].shape == (3,)
+
+
+def test_world_write_under_a_singular_parent_raises() -> None:
+    """A world write under a parent with a zero scale raises ValueError naming the prim; nothing is written."""
+    stage = Usd.Stage.CreateInMemory()
+    _xform(stage, "/Flat").AddScaleOp().Set(Gf.Vec3f(0.0, 1.0, 1.0))
+    _xform(stage, "/Flat/Child").AddTranslateOp().Set(Gf.Vec3d(0.0, 1.0, 0.0))
+    with fv.UsdFrameView("/Flat/Child", stage=stage) as view:
+        before = stage.GetRootLayer().ExportToString()
+        with pytest.raises(ValueError, match=r"'/Flat/Child'.*not finite.*nothing was written"):
+            view.set_world_poses(positions=np.ones((1, 3)))
+        assert stage.GetRootLayer().ExportToString() == before
+        view.set_local_poses(translations=np.ones((1, 3)))  # local writes need no inverse
+    assert _attr(stage, "/Flat/Child", "xformOp:translate").Get() == Gf.Vec3d(1.0, 1.0, 1.0)

@@ -52,12 +52,14 @@ def _solve_local_components(
     q_out: wp.array(dtype=wp.quatd),
     s_out: wp.array(dtype=wp.vec3d),
     shear_out: wp.array(dtype=wp.float64),
+    singular_out: wp.array(dtype=wp.int32),
 ):
     """New local (translation, xyzw rotation, scale) after replacing the flagged components.
 
     With ``in_world`` the given position / orientation are world-frame and are brought into the parent frame with
     ``parent_world``; the local scale is always kept unless ``set_scale``. ``shear_out`` is the relative error of
-    recomposing the current local matrix from its components (> 0 when it holds shear).
+    recomposing the current local matrix from its components (> 0 when it holds shear); ``singular_out`` is 1 where
+    a world write meets a parent world matrix that cannot be inverted.
     """
     i = wp.tid()
     m = local[i]
@@ -70,7 +72,15 @@ def _solve_local_components(
         for b in range(3):
             err = wp.max(err, wp.abs(r[a, b] - m[a, b]))
     shear_out[i] = err / size
+    singular_out[i] = 0
     if in_world != 0:
+        pw = parent_world[i]
+        p0 = wp.vec3d(pw[0, 0], pw[0, 1], pw[0, 2])
+        p1 = wp.vec3d(pw[1, 0], pw[1, 1], pw[1, 2])
+        p2 = wp.vec3d(pw[2, 0], pw[2, 1], pw[2, 2])
+        volume = wp.abs(wp.dot(wp.cross(p0, p1), p2))
+        if not (volume > wp.float64(1.0e-12) * wp.length(p0) * wp.length(p1) * wp.length(p2)):
+            singular_out[i] = 1
         # the same world -> local solve as the Fabric backend: exact translation, rotation conj(q_parent) * q;
         # the translation depends only on the position and the rotation only on the orientation
         wt = wp.vec3d(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0))
@@ -80,7 +90,7 @@ def _solve_local_components(
         if set_quat != 0:
             wq = wp.normalize(wp.quatd(quat[i]))
         ones = wp.vec3d(wp.float64(1.0), wp.float64(1.0), wp.float64(1.0))
-        lt, lq, _ls = decompose_matrix(local_from_world_pose(wt, wq, ones, parent_world[i]))
+        lt, lq, _ls = decompose_matrix(local_from_world_pose(wt, wq, ones, pw))
         if set_pos != 0:
             t = lt
         if set_quat != 0:
@@ -305,6 +315,7 @@ class UsdFrameView(BaseFrameView):
         q_out = wp.empty(n, dtype=wp.quatd, device=device)
         s_out = wp.empty(n, dtype=wp.vec3d, device=device)
         shear_out = wp.empty(n, dtype=wp.float64, device=device)
+        singular_out = wp.empty(n, dtype=wp.int32, device=device)
         wp.launch(
             _solve_local_components,
             dim=n,
@@ -319,12 +330,20 @@ class UsdFrameView(BaseFrameView):
                 int(scale is not None),
                 self._no_vec3 if scale is None else scale,
             ],
-            outputs=[t_out, q_out, s_out, shear_out],
+            outputs=[t_out, q_out, s_out, shear_out, singular_out],
             device=device,
         )
         t, q, s, shear = t_out.numpy(), q_out.numpy(), s_out.numpy(), shear_out.numpy()
+        singular = singular_out.numpy().astype(bool)
 
         # plan every prim before touching the stage, so that a rejected write writes nothing
+        finite = np.isfinite(t).all(axis=1) & np.isfinite(q).all(axis=1) & np.isfinite(s).all(axis=1)
+        if singular.any() or not finite.all():
+            k = int(np.flatnonzero(singular | ~finite)[0])
+            raise ValueError(
+                f"prim {self._prim_paths[rows[k]]!r}: the new local transform is not finite (its parent's world "
+                "matrix is singular, e.g. a zero scale, or its local matrix is degenerate); nothing was written"
+            )
         xformables = [UsdGeom.Xformable(p) for p in prims]
         stacks = [_standard_ops(x) for x in xformables]
         for k, ops in enumerate(stacks):
