@@ -225,7 +225,10 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
                 f"expected one robot and one camera per env ({num_envs}), got {robots.count} robots "
                 f"({robot_cfg.prim_path!r}) and {cameras.count} cameras ({view_cfg.prim_path!r})"
             )
-        cams = fv.CameraPoses(cameras)  # row i = env i: the envs are created (and listed) in order
+        for view, leaf in ((robots, "/Robot"), (cameras, "/Robot/Camera")):
+            if list(view.prim_paths) != [f"/World/envs/env_{i}{leaf}" for i in range(num_envs)]:
+                raise ValueError(f"{view!r}: rows are not in env order; map them with CameraPoses(env_rows=...)")
+        cams = fv.CameraPoses(cameras)  # row i = env i
         origins, _ = robots.get_world_poses()
         origins = origins.numpy().astype(np.float64)
         low, high = (float(v) for v in env["speed"])

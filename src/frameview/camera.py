@@ -221,11 +221,12 @@ class CameraPoses:
     in the stage's depth-first order, which is env order when the envs were created in order). When it is not, pass
     ``env_rows``: ``env_rows[env_id]`` is the view row of that env's camera.
 
-    A read costs the view's indexed read plus **one** Warp launch that copies positions and converts orientations
-    into buffers owned by this object. For a :class:`~frameview.FabricFrameView` that is two launches over the
-    selected rows (the view's slot-table inversion and gather, then the conversion); for a
-    :class:`~frameview.UsdFrameView` the view composes matrices on the host first. The returned arrays are
-    overwritten by the next :meth:`read`; clone what you keep. Use from one thread, like the view.
+    A read costs the view's read plus **one** Warp launch that copies positions and converts orientations into
+    buffers owned by this object. On a :class:`~frameview.FabricFrameView` a read of M envs is three launches (the
+    view's slot-table inversion and its gather over M rows, then the conversion) and a read of all envs two (the
+    view's scatter, then the conversion); a :class:`~frameview.UsdFrameView` composes the matrices on the host
+    first. The returned arrays are overwritten by the next :meth:`read`; clone what you keep. Use from one thread,
+    like the view.
 
     Example:
         >>> cams = CameraPoses(fv.make_frame_view(cfg, stage))  # doctest: +SKIP
