@@ -136,8 +136,9 @@ class UsdFrameView(BaseFrameView):
     """FrameView over a pxr ``Usd.Stage``: the reference backend.
 
     Reads compose the stage with a fresh ``UsdGeom.XformCache`` per call (world) and each prim's
-    ``GetLocalTransformation`` (local), at the default time code. Writes author the prims' xformOps on the stage's
-    edit target, inside one ``Sdf.ChangeBlock``:
+    ``GetLocalTransformation`` (local), at the default time code. Writes author the prims' xformOps (default time
+    code) on the stage's edit target, inside one ``Sdf.ChangeBlock``; every prim is checked before anything is
+    authored, so a rejected write writes nothing:
 
     - A prim whose op stack is a subset of ``[xformOp:translate][, xformOp:orient][, xformOp:scale]`` in that order
       (any precision) keeps it; only the written components are authored, missing ops are added in that order
@@ -150,7 +151,8 @@ class UsdFrameView(BaseFrameView):
       world matrix (the same solve as the Fabric backend). Positions are always exact; the local rotation is
       ``conj(q_parent) * q``, exact under a uniformly scaled parent, and under a non-uniformly scaled one only when
       the rotation relative to the parent maps the parent's scale axes onto each other (otherwise the world matrix
-      would need shear, which no translate/orient/scale local expresses).
+      would need shear, which no translate/orient/scale local expresses). A parent whose world matrix cannot be
+      inverted (a zero scale) makes a world write raise ``ValueError``.
     - A prim with ``!resetXformStack!`` ignores its ancestors: its world matrix is its local matrix, and world
       writes treat its parent's world as identity.
 
