@@ -8,7 +8,6 @@ device of the ``device`` fixture (``cpu``, and ``cuda:0`` when present).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -25,17 +24,23 @@ def make_usd_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv
 
 
 def make_fabric_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv.BaseFrameView:
-    """The Fabric backend (embedded Fabric model for a pxr stage); skipped while it is not importable."""
-    try:
-        importlib.import_module("frameview.fabric.view")
-    except ImportError as exc:
-        pytest.skip(f"frameview.fabric.view is not importable: {exc}")
+    """The Fabric backend on the embedded Fabric model (what a pxr stage gets outside Kit)."""
     return fv.FabricFrameView(prim_path, stage=stage, device=device)
+
+
+def make_ovstage_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv.BaseFrameView:
+    """The Fabric backend over real Fabric (ovstage): the pxr stage is copied into ovstage once per stage."""
+    from ovstage_helpers import OVSTAGE_SKIP_REASON, ovstage_for
+
+    if OVSTAGE_SKIP_REASON:
+        pytest.skip(OVSTAGE_SKIP_REASON)
+    return fv.FabricFrameView(prim_path, stage=ovstage_for(stage), device=device)
 
 
 BACKENDS: dict[str, Callable[[str | Sequence[str], Any, str], fv.BaseFrameView]] = {
     "usd": make_usd_view,
-    # "fabric": make_fabric_view,
+    "fabric": make_fabric_view,
+    "ovstage": make_ovstage_view,
 }
 
 
