@@ -247,6 +247,7 @@ class MemoryFabricStage:
         self.lock = threading.RLock()
         self.buckets: list[_Bucket] = []
         self._bucket_by_key: dict[tuple[str, frozenset[str]], _Bucket] = {}
+        self._free_buckets: list[int] = []
         self.layout_version = 0
         self._paths: list[str] = []
         self._pid_of: dict[str, int] = {}
@@ -378,10 +379,23 @@ class MemoryFabricStage:
         bucket = self._bucket_by_key.get(key)
         if bucket is None:
             attrs = {name: _attr_type(name) for name in sorted(key[1])}
-            bucket = _Bucket(len(self.buckets), key[0], attrs, self._device)
-            self.buckets.append(bucket)
+            if self._free_buckets:  # reuse a retired index; a higher version keeps selection signatures unique
+                index = self._free_buckets.pop()
+                bucket = _Bucket(index, key[0], attrs, self._device, version=self.buckets[index].version + 1)
+                self.buckets[index] = bucket
+            else:
+                bucket = _Bucket(len(self.buckets), key[0], attrs, self._device)
+                self.buckets.append(bucket)
             self._bucket_by_key[key] = bucket
         return bucket
+
+    def _retire(self, bucket: _Bucket) -> None:
+        """Free an empty bucket's storage and index: every view's uid tag makes new buckets, which must not pile up."""
+        del self._bucket_by_key[(bucket.type_name, frozenset(bucket.attrs))]
+        bucket.columns = {}
+        bucket.pids = np.empty(0, dtype=np.int64)
+        bucket.version += 1
+        self._free_buckets.append(bucket.index)
 
     def _append(self, bucket: _Bucket, pids: np.ndarray) -> int:
         """Reserve rows at the end of ``bucket`` for ``pids``; returns the first new row."""
@@ -416,6 +430,8 @@ class MemoryFabricStage:
         bucket.pids[m:n] = -1
         bucket.size = m
         bucket.version += 1
+        if m == 0:
+            self._retire(bucket)
 
     def _move(self, pids: np.ndarray, key_of: Any) -> None:
         """Move prims to the buckets ``key_of(bucket) -> key``, carrying the columns both buckets share."""
