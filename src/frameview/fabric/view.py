@@ -307,11 +307,26 @@ class FabricFrameView(BaseFrameView):
                       outputs=[self._parent_slots], device=self._device)  # fmt: skip
 
     def _launch_recorded(self, key: str, kernel: Any, dim: int, inputs: list, outputs: list) -> None:
-        """Full-view launches are recorded once per fabric-array rebuild and replayed (cheaper than wp.launch)."""
-        cmd = self._launches.get(key)
-        if cmd is None:
+        """Full-view launches are recorded once per fabric-array rebuild and replayed (cheaper than ``wp.launch``).
+
+        On CUDA, once the same recorded launch has been replayed with unchanged buckets, it is captured into a CUDA
+        graph and the graph is replayed from then on (the cheapest launch Warp offers); a bucket change drops both.
+        """
+        entry = self._launches.get(key)
+        if entry is None:
             cmd = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=self._device, record_cmd=True)
-            self._launches[key] = cmd
+            self._launches[key] = entry = [cmd, 0, None]
+        cmd, replays, graph = entry
+        if graph is not None:
+            wp.capture_launch(graph)
+            return
+        if self._device.is_cuda and replays >= 1:
+            with wp.ScopedCapture(device=self._device, force_module_load=False) as capture:
+                cmd.launch()
+            entry[2] = capture.graph
+            wp.capture_launch(capture.graph)
+            return
+        entry[1] = replays + 1
         cmd.launch()
 
     # ---------------------------------------------------------------- reads
