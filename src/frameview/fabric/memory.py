@@ -678,7 +678,35 @@ class MemoryFabricStage:
                 self._write_matrices(np.array([pid]), LOCAL_MATRIX, mat[None])
                 dirty.append(pid)
         if dirty:
+            self._readd_reparented(stage, dirty)
             self._update_world(self._descendants(np.unique(np.asarray(dirty, dtype=np.int64)), include_self=True))
+
+    def _readd_reparented(self, stage: Any, pids: list[int]) -> None:
+        """Re-add the prims whose composition parent changed (``resetXformStack`` toggled, an ancestor became
+        xformable): they get new prim ids, so their tags go with the old ones and views over them raise instead of
+        composing with the old parent."""
+        from pxr import UsdGeom
+
+        moved: list[int] = []
+        for pid in np.unique(np.asarray(pids, dtype=np.int64)):
+            if not self._alive[pid]:
+                continue
+            path = self._paths[pid]
+            parent = -1
+            if not UsdGeom.Xformable(stage.GetPrimAtPath(path)).GetResetXformStack():
+                ancestor = path.rsplit("/", 1)[0]
+                while ancestor:
+                    known = self._pid_of.get(ancestor)
+                    if known is not None and self._alive[known]:
+                        parent = known
+                        break
+                    ancestor = ancestor.rsplit("/", 1)[0]
+            if parent != self._parent[pid]:
+                moved.append(int(pid))
+        if moved:
+            self._kill(np.asarray(moved, dtype=np.int64))
+            for pid in moved:
+                self._add_new_prims(stage.GetPrimAtPath(self._paths[pid]))
 
     def _resync(self, stage: Any, root: str) -> list[int]:
         """Reconcile the subtree at ``root`` with USD; returns pids whose local changed (for the world update)."""
