@@ -284,15 +284,30 @@ class FabricFrameView(BaseFrameView):
         changed = prepare_for_write() if prepare_for_write is not None else sel.prepare_for_reuse()
         if sel.count != expected:
             sel.release()
+            lost = self._untagged(self.prim_paths if what == "prims" else self._parent_paths, attrs[0])
             raise RuntimeError(
-                f"{self!r}: Fabric now holds {sel.count} of its {expected} tagged {what}: a viewed prim (or its "
-                f"parent) was removed or lost its Fabric matrices; recreate the view"
+                f"{self!r}: Fabric now holds {sel.count} of its {expected} tagged {what}; lost: {lost} (removed, "
+                f"deactivated, re-parented or no longer xformable since the view was created); recreate the view"
             )
         if changed or attrs[0] not in self._arrays:
             for name in attrs:
                 key = name if name != WORLD_MATRIX or what == "prims" else "parent_world"
                 self._arrays[key] = wp.fabricarray(sel, name)
             self._launches.clear()
+
+    def _untagged(self, paths: Sequence[str], tag: str, limit: int = 3) -> list[str]:
+        """Up to ``limit`` of ``paths`` that no longer carry ``tag`` (error path only: one lookup per prim)."""
+        lost = []
+        for path in paths:
+            try:
+                tagged = tag in self._fabric.attribute_names(path)
+            except Exception:  # a prim gone from Fabric: any provider error means "not tagged"
+                tagged = False
+            if not tagged:
+                lost.append(path)
+                if len(lost) == limit:
+                    break
+        return lost
 
     def _release_selections(self) -> None:
         self._sel.release()
