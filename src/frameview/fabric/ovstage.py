@@ -14,10 +14,11 @@ How the protocol maps onto ovstage 0.3:
   :meth:`OvstageSelection.release`. Pointers are re-read on every access and never cached across accesses.
 - **Writes go through staging columns.** Writing into read pointers sticks but is not change-tracked, so
   ``compute_hierarchy`` would ignore it. A selection prepared for writing
-  (:meth:`OvstageSelection.prepare_for_write`) gathers its columns into provider-owned buffers and releases the
-  groups; the view writes world and local matrices there; :meth:`OvstageFabricStage.propagate_world` hands the
-  written local matrices to ovstage (``write_attribute(..., semantic=MATRIX)`` with a row mask), runs
-  ``compute_hierarchy`` (which re-derives the world matrices of the written prims and their descendants) and seals.
+  (:meth:`OvstageSelection.prepare_for_write`) gathers its columns into provider-owned buffers; the view writes world
+  and local matrices there; :meth:`OvstageFabricStage.propagate_world` releases every pinned read group (a write
+  fails while a read overlaps it), hands the written local matrices to ovstage
+  (``write_attribute(..., semantic=MATRIX)`` with a row mask), runs ``compute_hierarchy`` (which re-derives the
+  world matrices of the written prims and their descendants) and seals.
 - **Ordinals**: the provider owns a monotonic counter per stage; each write uses one ordinal above the write floors
   of the attributes it touches, and seals them at that ordinal (``Scope.INCLUDE``) so reads never see an unsealed
   change.
@@ -100,7 +101,7 @@ class _StageCore:
     def release_pinned(self) -> None:
         """Release every read group still pinned on this stage (writes fail while a read overlaps them)."""
         for sel in list(self.pinned):
-            sel.release()
+            sel.release_groups()
 
     def next_ordinal(self, tokens: Sequence[int]) -> int:
         """A fresh ordinal above this provider's last one and above the write floors of ``tokens``."""
@@ -165,7 +166,7 @@ class OvstageSelection:
         return self._prepare(stage_columns=not self._provider._zero_copy)
 
     def prepare_for_write(self) -> bool:
-        """Start a write access: gather the columns into writable staging buffers (then nothing stays pinned).
+        """Start a write access: gather the columns into writable staging buffers.
 
         Write world and local matrices through the interface, then call
         :meth:`OvstageFabricStage.propagate_world` to hand them to Fabric.
@@ -181,9 +182,15 @@ class OvstageSelection:
 
     def release(self) -> None:
         """End the access: release the read groups, the read and the query. Idempotent."""
+        self.release_groups()
+        query, self._query = self._query, None
+        if query is not None and self._core.alive():
+            query.release().wait()
+
+    def release_groups(self) -> None:
+        """Unpin the read groups (Fabric storage); the query stays, for a staged write-back. Idempotent."""
         groups, self._groups = self._groups, []
         read, self._read = self._read, None
-        query, self._query = self._query, None
         self._core.pinned.discard(self)
         if not self._core.alive():
             return
@@ -192,8 +199,21 @@ class OvstageSelection:
                 g.release()
         if read is not None:
             read.release().wait()
-        if query is not None:
-            query.release().wait()
+
+    def paths(self) -> list[str]:
+        """Prim paths in slot order, during an access (diagnostics and baselines: one string per prim, slow)."""
+        if not self._groups:
+            if self._count:
+                raise RuntimeError("paths(): call prepare_for_reuse() or prepare_for_write() first")
+            return []
+        pd = self._core.pd
+        out: list[str] = []
+        for g in self._groups:
+            if g.attribute != self._tokens[0]:
+                continue
+            listed = pd.get_path_strings(g.prim_list)
+            out.extend(listed[g.prim_index(i)] for i in range(g.prim_count))
+        return out
 
     # ---------------------------------------------------------------- internals
 
@@ -223,7 +243,6 @@ class OvstageSelection:
                 pointers = [[self._staging[name].ptr] if self._count else [] for name in self.require]
                 counts = [self._count] if self._count else []
                 self._staged = True
-                self._release_groups()
         except BaseException:
             self.release()
             raise
@@ -284,15 +303,6 @@ class OvstageSelection:
         if device_col:
             wp.copy(col, staging, count=n)
         return kind
-
-    def _release_groups(self) -> None:
-        groups, self._groups = self._groups, []
-        read, self._read = self._read, None
-        self._core.pinned.discard(self)
-        for g in groups:
-            g.release()
-        if read is not None:
-            read.release().wait()
 
     def _staged_matrices(self, name: str) -> np.ndarray:
         """(count, 4, 4) float64 host copy (or view, on the CPU) of a staged matrix column."""
