@@ -252,7 +252,8 @@ class UsdFrameView(BaseFrameView):
     # ---------------------------------------------------------------- helpers
 
     def _live_prims(self, indices: wp.array | None) -> list[Usd.Prim]:
-        """The prims at ``indices`` (all for ``None``); ``RuntimeError`` when one was removed from the stage."""
+        """The prims at ``indices`` (all for ``None``); ``RuntimeError`` when one was removed from the stage,
+        deactivated or is no longer xformable (as the Fabric backend, which drops such prims from Fabric)."""
         rows = range(self.count) if indices is None else indices.numpy().tolist()
         prims = [self._prims[i] for i in rows]
         for row, prim in zip(rows, prims, strict=True):
@@ -260,6 +261,13 @@ class UsdFrameView(BaseFrameView):
                 raise RuntimeError(
                     f"{type(self).__name__}: prim {self._prim_paths[row]!r} was removed from the stage after the view "
                     "was created; recreate the view"
+                )
+            if not (prim.IsActive() and prim.IsA(UsdGeom.Xformable)):
+                kind = prim.GetTypeName() or "typeless"
+                state = "was deactivated" if not prim.IsActive() else f"became a {kind} prim (not Xformable)"
+                raise RuntimeError(
+                    f"{type(self).__name__}: prim {self._prim_paths[row]!r} {state} after the view was created, so it "
+                    "has no pose to read or write; restore it or recreate the view without it"
                 )
         return prims
 
