@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import abc
+import functools
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,6 +48,17 @@ def _find_invalid_rows(
         wp.atomic_min(first_bad_out, 0, i)
 
 
+def _synchronized(method: Callable) -> Callable:
+    """Run a public method under the view's lock: calls from several threads are serialised, never interleaved."""
+
+    @functools.wraps(method)
+    def locked(self: BaseFrameView, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
 def _is_torch_tensor(value: Any) -> bool:
     torch = sys.modules.get("torch")  # never import torch ourselves
     return torch is not None and isinstance(value, torch.Tensor)
@@ -60,9 +73,12 @@ class BaseFrameView(abc.ABC):
     Arrays returned by getters are ``wp.array`` on :attr:`device`: positions and scales ``wp.vec3f`` of shape (M,),
     orientations ``wp.quatf`` of shape (M,), **xyzw**. ``.numpy()`` gives (M, 3) / (M, 4) and ``wp.to_torch`` a tensor
     of the same shape without a copy. The view owns these buffers and reuses them: the next call of the same getter
-    overwrites them, so clone what you keep.
+    from the same thread overwrites them, so clone what you keep.
 
-    A view is used from one thread, the one that steps the simulation.
+    Threads: a view is meant to be used from one thread, the one that steps the simulation. Calls from other threads
+    are safe, not parallel: every public method runs under the view's lock (the Fabric stage's lock for Fabric views,
+    one process-wide lock for USD views), and each thread gets its own output buffers, so a returned array only
+    ever changes on its own thread's next call and always holds one consistent state of the stage.
 
     Example:
         >>> with fv.UsdFrameView("/World/envs/env_.*/Camera", stage=stage) as view:  # doctest: +SKIP
@@ -74,7 +90,8 @@ class BaseFrameView(abc.ABC):
         self._prim_paths = tuple(str(p) for p in prim_paths)
         self._device = wp.get_device(device)
         self._closed = False
-        self._buffers: dict[str, wp.array] = {}
+        self._lock: Any = getattr(self, "_lock", None) or threading.RLock()  # a subclass may share a wider lock
+        self._thread_buffers = threading.local()  # per-thread output buffers: {name: wp.array}
         self._index_buffer = wp.empty(max(self.count, 1), dtype=wp.int32, device=self._device)
         self._first_bad = wp.empty(1, dtype=wp.int32, device=self._device)
 
@@ -114,6 +131,7 @@ class BaseFrameView(abc.ABC):
 
     # ---------------------------------------------------------------- getters
 
+    @_synchronized
     def get_world_poses(self, indices: IndicesLike = None) -> tuple[wp.array, wp.array]:
         """World poses of the prims.
 
@@ -130,6 +148,7 @@ class BaseFrameView(abc.ABC):
             self._read_world_poses(idx, pos, quat)
         return pos, quat
 
+    @_synchronized
     def get_local_poses(self, indices: IndicesLike = None) -> tuple[wp.array, wp.array]:
         """Local poses (relative to the parent prim).
 
@@ -146,6 +165,7 @@ class BaseFrameView(abc.ABC):
             self._read_local_poses(idx, pos, quat)
         return pos, quat
 
+    @_synchronized
     def get_world_scales(self, indices: IndicesLike = None) -> wp.array:
         """World scales: the lengths of the world matrix axes (assumes no shear).
 
@@ -161,6 +181,7 @@ class BaseFrameView(abc.ABC):
             self._read_world_scales(idx, out)
         return out
 
+    @_synchronized
     def get_local_scales(self, indices: IndicesLike = None) -> wp.array:
         """Local scales: the lengths of the local matrix axes (assumes no shear).
 
@@ -178,6 +199,7 @@ class BaseFrameView(abc.ABC):
 
     # ---------------------------------------------------------------- setters
 
+    @_synchronized
     def set_world_poses(
         self,
         positions: ArrayLike | None = None,
@@ -199,6 +221,7 @@ class BaseFrameView(abc.ABC):
         if rows > 0 and (pos is not None or quat is not None):
             self._write_world_poses(idx, pos, quat)
 
+    @_synchronized
     def set_local_poses(
         self,
         translations: ArrayLike | None = None,
@@ -219,6 +242,7 @@ class BaseFrameView(abc.ABC):
         if rows > 0 and (pos is not None or quat is not None):
             self._write_local_poses(idx, pos, quat)
 
+    @_synchronized
     def set_local_scales(self, scales: ArrayLike, indices: IndicesLike = None) -> None:
         """Set local scales; the prims' local translation and rotation are kept, children follow.
 
@@ -236,6 +260,7 @@ class BaseFrameView(abc.ABC):
 
     # ---------------------------------------------------------------- lifecycle
 
+    @_synchronized
     def close(self) -> None:
         """Release what the view holds on the stage. Idempotent; any later use raises ``RuntimeError``."""
         if self._closed:
@@ -340,10 +365,13 @@ class BaseFrameView(abc.ABC):
     def _outputs(self, name: str, dtype: type, indices: wp.array | None) -> wp.array:
         """The view-owned output buffer ``name``, cut to one row per requested index."""
         rows = self._rows(indices)
-        buf = self._buffers.get(name)
+        buffers = getattr(self._thread_buffers, "buffers", None)
+        if buffers is None:
+            buffers = self._thread_buffers.buffers = {}
+        buf = buffers.get(name)
         if buf is None or buf.shape[0] < rows:
             buf = wp.empty(max(rows, self.count), dtype=dtype, device=self._device)
-            self._buffers[name] = buf
+            buffers[name] = buf
         return buf if rows == buf.shape[0] else buf[:rows]
 
     def _coerce_rows(self, value: ArrayLike | None, name: str, dtype: type, rows: int) -> wp.array | None:

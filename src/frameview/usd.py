@@ -10,6 +10,7 @@ target at the default time code.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +24,9 @@ from .kernels.transforms import compose_matrix, decompose_matrices, decompose_ma
 __all__ = ["UsdFrameView"]
 
 logger = logging.getLogger(__name__)
+
+_USD_LOCK = threading.RLock()
+"""Serialises every UsdFrameView call in the process: pxr authoring is not safe from several threads at once."""
 
 # Relative tolerance on |compose(decompose(m)) - m| above which a local matrix counts as sheared.
 _SHEAR_TOLERANCE = 1.0e-6
@@ -158,7 +162,8 @@ class UsdFrameView(BaseFrameView):
 
     A prim removed from the stage after the view was built raises ``RuntimeError`` on the next access that touches
     it; recreate the view. The view keeps no other state, so edits made to the stage by anyone are always seen.
-    World scales are row lengths of the world matrix: they assume no shear. A view is used from one thread.
+    World scales are row lengths of the world matrix: they assume no shear. A view is meant for one thread; calls
+    from other threads are serialised on one process-wide lock and get their own output buffers.
 
     Example:
         >>> from pxr import Usd, UsdGeom
@@ -198,6 +203,7 @@ class UsdFrameView(BaseFrameView):
                     f"prim_path: prim {path!r} is a {prim.GetTypeName() or 'typeless prim'}, expected an Xformable "
                     "(Xform, Camera, Mesh, ...); select Xformable prims only"
                 )
+        self._lock = _USD_LOCK  # BaseFrameView runs every public call under it
         super().__init__(prim_path, paths, device=device)
         self._stage = stage
         self._prims = prims

@@ -168,8 +168,9 @@ class FabricFrameView(BaseFrameView):
     """A FrameView over Fabric: O(view) reads and writes, whatever the size of the stage.
 
     Writes change Fabric only, never USD; the other space (local or world) and the descendants' world matrices are
-    brought up to date. Output buffers are owned by the view and overwritten by the next call of the same getter.
-    A view is used from one thread (the one that steps the simulation); calls are serialised on the stage's lock.
+    brought up to date. Output buffers are owned by the view and overwritten by the same thread's next call of the
+    same getter. A view is meant for one thread (the one that steps the simulation); calls from other threads are
+    serialised on the stage's lock and get their own output buffers (see :class:`BaseFrameView`).
 
     Call :meth:`close` (or use ``with``) when done: it removes the view's tags from the stage. A view dropped without
     ``close()`` removes them when garbage-collected and logs a warning naming it.
@@ -200,6 +201,7 @@ class FabricFrameView(BaseFrameView):
 
         self._closed = True  # until fully built: __del__ must not try to clean up
         fabric = open_fabric_stage(stage, device, fabric_provider)
+        self._lock = fabric.lock  # BaseFrameView runs every public call under it: one lock per stage, no ordering
         with fabric.lock:
             paths = resolve_prim_paths(prim_path, stage if _is_pxr_stage(stage) else fabric)
             super().__init__(prim_path, paths, device=device)
@@ -353,7 +355,7 @@ class FabricFrameView(BaseFrameView):
                 mats = self._arrays[attr]
                 if indices is None:
                     self._launch_recorded(
-                        f"poses:{attr}",
+                        f"poses:{attr}:{pos_out.ptr}",  # outputs are per thread: one recorded launch per buffer
                         _scatter_poses,
                         self.count,
                         [self._arrays[self._tag], mats],
@@ -373,7 +375,11 @@ class FabricFrameView(BaseFrameView):
                 mats = self._arrays[attr]
                 if indices is None:
                     self._launch_recorded(
-                        f"scales:{attr}", _scatter_scales, self.count, [self._arrays[self._tag], mats], [scale_out]
+                        f"scales:{attr}:{scale_out.ptr}",
+                        _scatter_scales,
+                        self.count,
+                        [self._arrays[self._tag], mats],
+                        [scale_out],
                     )
                 else:
                     self._invert(parents=False)
