@@ -9,9 +9,11 @@ is no cache to invalidate, and a count mismatch raises instead of reading anothe
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import sys
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +32,26 @@ logger = logging.getLogger(__name__)
 
 _UIDS = itertools.count()
 """Process-wide, monotonic: a dead view's tag name can never satisfy a live view's selection."""
+
+_DEFERRED: list[tuple[Any, tuple[str, ...], str, list[str], str]] = []
+"""(stage ref, prim paths, tag, parent paths, parent tag) of views collected while their stage's lock was held."""
+
+
+def _remove_deferred_tags(fabric: Any) -> None:
+    """Remove the tags of views collected in the middle of an access to ``fabric`` (caller holds its lock, and is
+    not inside an access: no selection of this stage is in use)."""
+    for entry in list(_DEFERRED):
+        target = entry[0]()
+        if target is not None and target is not fabric:
+            continue
+        with contextlib.suppress(ValueError):
+            _DEFERRED.remove(entry)
+        if target is not None and fabric.is_alive():
+            _ref, paths, tag, parent_paths, parent_tag = entry
+            fabric.remove_attribute(paths, tag)
+            if parent_paths:
+                fabric.remove_attribute(parent_paths, parent_tag)
+
 
 _IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
 
@@ -173,7 +195,8 @@ class FabricFrameView(BaseFrameView):
     serialised on the stage's lock and get their own output buffers (see :class:`BaseFrameView`).
 
     Call :meth:`close` (or use ``with``) when done: it removes the view's tags from the stage. A view dropped without
-    ``close()`` removes them when garbage-collected and logs a warning naming it.
+    ``close()`` removes them when garbage-collected (when collected during another access to its stage, at that
+    stage's next access) and logs a warning naming it.
 
     Example:
         >>> import frameview as fv  # doctest: +SKIP
@@ -203,6 +226,7 @@ class FabricFrameView(BaseFrameView):
         fabric = open_fabric_stage(stage, device, fabric_provider)
         self._lock = fabric.lock  # BaseFrameView runs every public call under it: one lock per stage, no ordering
         with fabric.lock:
+            _remove_deferred_tags(fabric)
             paths = resolve_prim_paths(prim_path, stage if _is_pxr_stage(stage) else fabric)
             super().__init__(prim_path, paths, device=device)
             self._closed = True
@@ -275,6 +299,8 @@ class FabricFrameView(BaseFrameView):
         fabric = self._fabric
         if not fabric.is_alive():
             raise RuntimeError(f"{self!r}: its stage was released; create the view again on a live stage")
+        if _DEFERRED:
+            _remove_deferred_tags(fabric)
         self._refresh_one(self._sel, self.count, "prims", (self._tag, WORLD_MATRIX, LOCAL_MATRIX), write)
         if parents and self._parent_paths:
             self._refresh_one(self._parent_sel, len(self._parent_paths), "parents", (self._parent_tag, WORLD_MATRIX))
@@ -462,6 +488,7 @@ class FabricFrameView(BaseFrameView):
         if not fabric.is_alive():
             return
         with fabric.lock:
+            _remove_deferred_tags(fabric)
             fabric.remove_attribute(self.prim_paths, self._tag)
             if self._parent_paths:
                 fabric.remove_attribute(self._parent_paths, self._parent_tag)
@@ -471,6 +498,24 @@ class FabricFrameView(BaseFrameView):
         if _sys.is_finalizing() or getattr(self, "_closed", True):
             return
         try:
+            lock = self._fabric.lock
+            is_owned = getattr(lock, "_is_owned", None)
+            if (is_owned is not None and is_owned()) or not lock.acquire(blocking=False):
+                # Collected in the middle of an access (GC runs wherever an allocation triggers it): removing tags
+                # now would move bucket columns under that access. The stage's next access removes them.
+                logger.warning(
+                    "%r was garbage-collected without close() during another access to its stage: its Fabric tags "
+                    "go at the stage's next access; call close() or use 'with' to release them deterministically",
+                    self,
+                )
+                self._closed = True
+                try:
+                    ref = weakref.ref(self._fabric)
+                except TypeError:
+                    ref = (lambda f: lambda: f)(self._fabric)
+                _DEFERRED.append((ref, self.prim_paths, self._tag, self._parent_paths, self._parent_tag))
+                return
+            lock.release()
             logger.warning(
                 "%r was garbage-collected without close(): removing its Fabric tags now; call close() or use "
                 "'with' to release them deterministically",
