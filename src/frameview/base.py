@@ -212,9 +212,9 @@ class BaseFrameView(abc.ABC):
             positions: (M, 3) world positions, or ``None`` to keep them.
             orientations: (M, 4) **xyzw** world orientations (normalised here; a zero quaternion is rejected), or
                 ``None`` to keep them.
-            indices: View indices to write (M of them), ``None`` for all.
+            indices: View indices to write (M of them, each at most once), ``None`` for all.
         """
-        idx = self._prepare(indices)
+        idx = self._prepare(indices, write=True)
         rows = self._rows(idx)
         pos = self._coerce_rows(positions, "positions", wp.vec3f, rows)
         quat = self._coerce_rows(orientations, "orientations", wp.quatf, rows)
@@ -233,9 +233,9 @@ class BaseFrameView(abc.ABC):
         Args:
             translations: (M, 3) translations in the parent frame, or ``None`` to keep them.
             orientations: (M, 4) **xyzw** orientations in the parent frame (normalised here), or ``None``.
-            indices: View indices to write (M of them), ``None`` for all.
+            indices: View indices to write (M of them, each at most once), ``None`` for all.
         """
-        idx = self._prepare(indices)
+        idx = self._prepare(indices, write=True)
         rows = self._rows(idx)
         pos = self._coerce_rows(translations, "translations", wp.vec3f, rows)
         quat = self._coerce_rows(orientations, "orientations", wp.quatf, rows)
@@ -248,9 +248,9 @@ class BaseFrameView(abc.ABC):
 
         Args:
             scales: (M, 3) per-axis scales.
-            indices: View indices to write (M of them), ``None`` for all.
+            indices: View indices to write (M of them, each at most once), ``None`` for all.
         """
-        idx = self._prepare(indices)
+        idx = self._prepare(indices, write=True)
         rows = self._rows(idx)
         if scales is None:
             raise ValueError("scales: expected an (M, 3) array, got None")
@@ -314,8 +314,9 @@ class BaseFrameView(abc.ABC):
         if self._closed:
             raise RuntimeError(f"{self!r} is closed: create a new view to keep reading or writing these prims")
 
-    def _prepare(self, indices: IndicesLike) -> wp.array | None:
-        """Check the view is open and turn ``indices`` into a bounds-checked int32 array on the device."""
+    def _prepare(self, indices: IndicesLike, write: bool = False) -> wp.array | None:
+        """Check the view is open and turn ``indices`` into a bounds-checked int32 array on the device; a ``write``
+        also needs each index once (two rows for one prim race on a GPU: neither would reliably win)."""
         self._check_open()
         if indices is None:
             return None
@@ -326,6 +327,14 @@ class BaseFrameView(abc.ABC):
                 raise IndexError(f"indices: index {low} is negative; expected 0 <= index < count={self.count}")
             if high >= self.count:
                 raise IndexError(f"indices: index {high} is out of range for a view of count={self.count}")
+            if write and host.size > 1:
+                counts = np.bincount(host.astype(np.intp, copy=False))
+                if counts.max() > 1:
+                    dup = int(np.argmax(counts))
+                    raise ValueError(
+                        f"indices: index {dup} appears {int(counts[dup])} times in a write; expected each index at "
+                        "most once (drop the duplicates and their rows); nothing was written"
+                    )
         host = np.ascontiguousarray(host, dtype=np.int32)
         if host.size <= self._index_buffer.shape[0]:
             out = self._index_buffer[: host.size]
