@@ -186,6 +186,32 @@ def _write_transforms(
     written_slots_out[k] = s
 
 
+@wp.kernel
+def _find_singular_parents(
+    # inputs
+    parent_world: wp.fabricarray(dtype=wp.mat44d),
+    parent_slots: wp.array(dtype=wp.int32),
+    parent_index: wp.array(dtype=wp.int32),
+    indices: wp.array(dtype=wp.int32),
+    use_indices: int,
+    # outputs
+    first_bad_out: wp.array(dtype=wp.int32),
+):
+    """Record the smallest row whose parent world matrix cannot be inverted (a zero scale): no world pose is reachable
+    under it (the same test as the USD backend)."""
+    k = wp.tid()
+    i = k
+    if use_indices != 0:
+        i = indices[k]
+    pw = _parent_world(parent_world, parent_slots, parent_index, i)
+    p0 = wp.vec3d(pw[0, 0], pw[0, 1], pw[0, 2])
+    p1 = wp.vec3d(pw[1, 0], pw[1, 1], pw[1, 2])
+    p2 = wp.vec3d(pw[2, 0], pw[2, 1], pw[2, 2])
+    volume = wp.abs(wp.dot(wp.cross(p0, p1), p2))
+    if not (volume > wp.float64(1.0e-12) * wp.length(p0) * wp.length(p1) * wp.length(p2)):
+        wp.atomic_min(first_bad_out, 0, k)
+
+
 class FabricFrameView(BaseFrameView):
     """A FrameView over Fabric: O(view) reads and writes, whatever the size of the stage.
 
@@ -443,6 +469,19 @@ class FabricFrameView(BaseFrameView):
                 self._refresh(parents=True, write=True)
                 self._invert(parents=True)
                 parent_world = self._arrays.get("parent_world") if self._parent_paths else self._arrays[WORLD_MATRIX]
+                if in_world:  # before any row is written: a singular parent rejects the whole write
+                    idx, use = (self._no_index, 0) if indices is None else (indices, 1)
+                    self._first_bad.fill_(rows)
+                    inputs = [parent_world, self._parent_slots, self._parent_index, idx, use]
+                    out = [self._first_bad]
+                    wp.launch(_find_singular_parents, dim=rows, inputs=inputs, outputs=out, device=self._device)
+                    bad = int(self._first_bad.numpy()[0])
+                    if bad < rows:
+                        prim = self.prim_paths[bad if indices is None else int(indices.numpy()[bad])]
+                        raise ValueError(
+                            f"prim {prim!r}: its parent's world matrix is singular (e.g. a zero scale), so no world "
+                            "pose can be written under it; write its local pose instead; nothing was written"
+                        )
                 written = self._written[:rows]
                 wp.launch(
                     _write_transforms,
