@@ -429,7 +429,10 @@ class BaseFrameView(abc.ABC):
                 raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
             value = wp.from_torch(value, dtype=wp.float32)
         else:
-            host = np.asarray(value)
+            try:
+                host = np.asarray(value)
+            except ValueError as exc:  # ragged nested lists
+                raise ValueError(f"{name}: expected {expected} data, got a ragged {type(value).__name__}") from exc
             if host.dtype.kind != "f":
                 raise TypeError(f"{name}: expected {expected} data, got dtype {host.dtype}")
             value = np.ascontiguousarray(host, dtype=np.float32)
