@@ -355,7 +355,10 @@ class BaseFrameView(abc.ABC):
         elif isinstance(indices, (list, tuple, range)):
             if any(isinstance(i, (bool, np.bool_)) for i in indices):
                 raise TypeError("indices: expected integers, got booleans (for a mask use np.flatnonzero(mask))")
-            host = np.asarray(indices) if len(indices) else np.empty(0, dtype=np.int64)
+            try:
+                host = np.asarray(indices) if len(indices) else np.empty(0, dtype=np.int64)
+            except ValueError as exc:  # ragged nested lists
+                raise ValueError("indices: expected a flat sequence of integers, got a ragged nested one") from exc
         else:
             raise TypeError(
                 f"indices: expected None, a list, or an integer Warp/NumPy/torch array, got {type(indices).__name__}"
