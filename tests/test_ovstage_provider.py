@@ -429,3 +429,31 @@ def test_lock_serialises_threads(scene) -> None:
         assert not torn, f"{len(torn)} torn reads, e.g. {torn[0]}"
         np.testing.assert_allclose(view.get_world_poses()[0].numpy(), np.full((N, 3), 40.0), atol=POS_ATOL)
         assert read_rows(ovs, ROBOT_PATHS, WORLD_MATRIX)[ROBOT_PATHS[0]][3, 0] == pytest.approx(40.0, abs=1e-5)
+
+
+def test_world_update_without_and_with_compute_hierarchy(scene) -> None:
+    """Local writes alone update descendants' world matrices (no stage-wide compute); forcing compute agrees."""
+    stage, ovs = scene
+    model = PoseModel(stage, ROBOT_PATHS + CAMERA_PATHS)
+    with fv.FabricFrameView(ROBOTS, stage=ovs) as robots, fv.FabricFrameView(CAMERAS, stage=ovs) as cameras:
+        core = robots.fabric_stage._core
+        for explicit, offset in ((False, 1.0), (True, 2.0)):
+            core.explicit_hierarchy = explicit
+            t = f32(np.full((N, 3), offset))
+            robots.set_local_poses(translations=t)
+            model.set_local(ROBOT_PATHS, t)
+            assert core.auto_update_checked and not (core.explicit_hierarchy and not explicit)
+            np.testing.assert_allclose(read_matrices(ovs, CAMERA_PATHS), model.worlds(CAMERA_PATHS), atol=1e-5)
+            assert_poses(cameras, model.worlds(CAMERA_PATHS))
+
+
+def test_has_prim_batch_answers_once(scene) -> None:
+    """After a listing, has_prim answers siblings from one batch, once each; asking again re-checks the stage."""
+    _, ovs = scene
+    provider = attach(ovs, "cpu")
+    assert provider.child_names("/World/envs") == [f"env_{i}" for i in range(N)]
+    assert provider.has_prim(ROBOT_PATHS[0]) and provider.has_prim("/World/envs/env_1/Robot")
+    assert not provider.has_prim("/World/envs/env_2/Nope")
+    delete_prims(ovs, [ROBOT_PATHS[0]], provider.ordinal + 5)
+    assert not provider.has_prim(ROBOT_PATHS[0]), "a second ask must see the deletion"
+    assert provider.has_prim(ROBOT_PATHS[1])

@@ -17,8 +17,9 @@ How the protocol maps onto ovstage 0.3:
   (:meth:`OvstageSelection.prepare_for_write`) gathers its columns into provider-owned buffers; the view writes world
   and local matrices there; :meth:`OvstageFabricStage.propagate_world` releases every pinned read group (a write
   fails while a read overlaps it), hands the written local matrices to ovstage
-  (``write_attribute(..., semantic=MATRIX)`` with a row mask), runs ``compute_hierarchy`` (which re-derives the
-  world matrices of the written prims and their descendants) and seals.
+  (``write_attribute(..., semantic=MATRIX)`` with a row mask) and seals; ovstage's automatic hierarchy update then
+  re-derives the world matrices of the written prims and their descendants (``compute_hierarchy`` is O(stage): it
+  runs only on stages configured without automatic updates, detected on the first write).
 - **Ordinals**: the provider owns a monotonic counter per stage; each write uses one ordinal above the write floors
   of the attributes it touches, and seals them at that ordinal (``Scope.INCLUDE``) so reads never see an unsealed
   change.
@@ -32,7 +33,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +61,12 @@ logger = logging.getLogger(__name__)
 
 RESET_XFORM_STACK = "omni:fabric:resetXformStack"
 """Bool attribute: the prim ignores its ancestors' transforms (world == local)."""
+
+USD_PATH = "usd-path"
+"""Derived attribute every prim carries (its path id): a row means the prim exists."""
+
+_PATH_LISTS = 8
+_EXISTS_TTL_S = 1.0
 
 _LATEST = OrdinalRange.latest((1 << 64) - 1)
 _STATUS_OK = 0
@@ -88,6 +97,37 @@ class _StageCore:
         self.ordinal = 0
         self.pinned: set[OvstageSelection] = set()
         self._tokens: dict[str, int] = {}
+        self.explicit_hierarchy = False  # True: compute_hierarchy after each write (no automatic world updates)
+        self.auto_update_checked = False
+        self._lists: OrderedDict[tuple[str, ...], Any] = OrderedDict()
+        self.listing: tuple[str, frozenset[str]] | None = None
+        self.exists: dict[str, bool] = {}
+        self._exists_since = 0.0
+
+    def path_list(self, paths: tuple[str, ...]) -> Any:
+        """A cached interned path list (least recently used of ``_PATH_LISTS`` kept)."""
+        plist = self._lists.get(paths)
+        if plist is not None:
+            self._lists.move_to_end(paths)
+            return plist
+        plist = self._lists[paths] = self.pd.create_path_list_from_strings(list(paths))
+        while len(self._lists) > _PATH_LISTS:
+            _, old = self._lists.popitem(last=False)
+            if self.alive():
+                old.release()
+        return plist
+
+    def remember_listing(self, prefix: str, names: list[str]) -> None:
+        self.listing = (prefix, frozenset(names))
+        self.exists = {}
+        self._exists_since = time.monotonic()
+
+    def exists_valid(self) -> bool:
+        return time.monotonic() - self._exists_since < _EXISTS_TTL_S
+
+    def forget_listing(self) -> None:
+        self.listing = None
+        self.exists = {}
 
     def token(self, name: str) -> int:
         tok = self._tokens.get(name)
@@ -105,6 +145,7 @@ class _StageCore:
 
     def next_ordinal(self, tokens: Sequence[int]) -> int:
         """A fresh ordinal above this provider's last one and above the write floors of ``tokens``."""
+        self.forget_listing()  # a write may create or remove prims: drop the has_prim batch
         floor = self.ordinal
         for tok in tokens:
             query = self.stage.get_attribute_write_floor(tok)
@@ -337,6 +378,17 @@ def _kind(g: Any) -> tuple[int, int, tuple[int, ...]]:
     return (int(t.dtype.code), int(t.dtype.bits), tuple(t.shape_tuple[1:]))
 
 
+def _prim_indices(g: Any) -> np.ndarray:
+    """Positions in ``g.prim_list`` of a group's prims (through its prim index map, if any)."""
+    count = g.prim_count
+    if not g.has_prim_index_map:
+        return np.arange(g.prim_offset, g.prim_offset + count, dtype=np.int64)
+    try:
+        return np.ctypeslib.as_array(g.raw.prims.index_map, shape=(count,)).astype(np.int64)
+    except (TypeError, ValueError, AttributeError):
+        return np.fromiter((g.prim_index(i) for i in range(count)), dtype=np.int64, count=count)
+
+
 def _index_map(g: Any) -> np.ndarray:
     """The data index map of a group as an int64 array (data row of each of its prims)."""
     count = g.prim_count
@@ -387,25 +439,27 @@ class OvstageFabricStage:
             raise RuntimeError("the ovstage.Stage was destroyed; create the view again on a live stage")
 
     def _path_list(self, paths: Sequence[str]) -> Any:
-        return self._core.pd.create_path_list_from_strings([str(p) for p in paths])
+        """An interned path list for ``paths``, shared with recent calls on the same paths (a view builds, tags and
+        untags the same list several times; interning strings is the expensive part)."""
+        return self._core.path_list(tuple(str(p) for p in paths))
 
     def _statuses(self, plist: Any) -> np.ndarray:
         """Per-path ``get_hierarchy`` status (0: the prim exists)."""
         res = self._core.stage.get_hierarchy(plist, 0, HierarchyRelation.PARENT)
         return np.fromiter((item.status for item in res.items), dtype=np.int64, count=len(res.items))
 
-    def _carriers(self, plist: Any, names: Sequence[str]) -> dict[str, dict[int, Any]]:
-        """For a path list, which prims carry each attribute: ``{name: {index in the list: value row}}``.
+    def _rows(self, plist: Any, names: Sequence[str], *, values: bool = False) -> dict[str, tuple[np.ndarray, Any]]:
+        """Which prims of a path list carry each attribute: ``{name: (positions in the list, values or None)}``.
 
         Reads through a path-list query (O(len(list)), not O(stage)); a prim that is missing or lacks the
-        attribute simply has no row.
+        attribute simply has no row. Vectorised: no per-prim Python work, no path strings.
         """
         core = self._core
         ids = np.asarray(core.pd.get_paths(plist), dtype=np.uint64)
         order = np.argsort(ids, kind="stable")
         toks = [core.token(n) for n in names]
         names_of = dict(zip(toks, names, strict=True))
-        found: dict[str, dict[int, Any]] = {n: {} for n in names}
+        parts: dict[str, list[tuple[np.ndarray, Any]]] = {n: [] for n in names}
         with core.stage.query_from_path_list(plist) as query:
             query.wait()
             with core.stage.read_attributes(query, toks, _LATEST) as read:
@@ -415,15 +469,28 @@ class OvstageFabricStage:
                         if not g.prim_count:
                             continue
                         listed = np.asarray(core.pd.get_paths(g.prim_list), dtype=np.uint64)
-                        local = np.fromiter((g.prim_index(i) for i in range(g.prim_count)), np.int64, g.prim_count)
-                        gid = listed[local]
+                        gid = listed[_prim_indices(g)]
                         pos = order[np.searchsorted(ids, gid, sorter=order)]
-                        data = g.array(0)
-                        rows = _index_map(g) if g.has_data_index_map else np.arange(g.prim_count)
-                        sink = found[names_of[g.attribute]]
-                        for k, p in enumerate(pos.tolist()):
-                            sink[p] = np.array(data[rows[k]])
-        return found
+                        data = None
+                        if values:
+                            rows = _index_map(g) if g.has_data_index_map else np.arange(g.prim_count)
+                            data = np.array(g.array(0)[rows])
+                        parts[names_of[g.attribute]].append((pos, data))
+        out: dict[str, tuple[np.ndarray, Any]] = {}
+        for name, chunks in parts.items():
+            pos = np.concatenate([c[0] for c in chunks]) if chunks else np.empty(0, np.int64)
+            data = np.concatenate([c[1] for c in chunks]) if values and chunks else None
+            out[name] = (pos, data)
+        return out
+
+    def _missing_mask(self, plist: Any, n: int, names: Sequence[str]) -> np.ndarray:
+        """(n,) bool: True where the prim of the list lacks one of ``names`` (or does not exist)."""
+        missing = np.zeros(n, dtype=bool)
+        for pos, _ in self._rows(plist, names).values():
+            carried = np.zeros(n, dtype=bool)
+            carried[pos] = True
+            missing |= ~carried
+        return missing
 
     # ---------------------------------------------------------------- FabricStage protocol
 
@@ -436,10 +503,8 @@ class OvstageFabricStage:
             paths = [str(p) for p in paths]
             if not paths:
                 return []
-            with self._path_list(paths) as plist:
-                found = self._carriers(plist, [WORLD_MATRIX, LOCAL_MATRIX])
-            world, local = found[WORLD_MATRIX], found[LOCAL_MATRIX]
-            return [p for i, p in enumerate(paths) if i not in world or i not in local]
+            missing = self._missing_mask(self._path_list(paths), len(paths), [WORLD_MATRIX, LOCAL_MATRIX])
+            return [paths[i] for i in np.flatnonzero(missing)]
 
     def xform_parents(self, paths: Sequence[str]) -> list[str | None]:
         with self.lock:
@@ -447,10 +512,12 @@ class OvstageFabricStage:
             paths = [str(p) for p in paths]
             if not paths:
                 return []
-            with self._path_list(paths) as plist:
-                reset = self._carriers(plist, [RESET_XFORM_STACK])[RESET_XFORM_STACK]
+            pos, flags = self._rows(self._path_list(paths), [RESET_XFORM_STACK], values=True)[RESET_XFORM_STACK]
+            reset = np.zeros(len(paths), dtype=bool)
+            if pos.size:
+                reset[pos] = np.asarray(flags, dtype=bool).reshape(pos.size)
             result: list[str | None] = [None] * len(paths)
-            pending = {i: _parent_path(p) for i, p in enumerate(paths) if not (i in reset and bool(reset[i]))}
+            pending = {i: _parent_path(p) for i, p in enumerate(paths) if not reset[i]}
             carries: dict[str, bool] = {}
             while pending:
                 unknown = sorted({c for c in pending.values() if c is not None and c not in carries})
@@ -480,17 +547,17 @@ class OvstageFabricStage:
                 return
             core.release_pinned()
             tok = core.token(name)
-            with self._path_list(paths) as plist:
-                status = self._statuses(plist)
-                if np.any(status != _STATUS_OK):
-                    bad = [paths[i] for i in np.flatnonzero(status != _STATUS_OK)[:3]]
-                    raise KeyError(
-                        f"prims not on the ovstage stage: {bad} ({int(np.count_nonzero(status))} of {len(paths)}); "
-                        f"nothing was written (ovstage would create them)"
-                    )
-                ordinal = core.next_ordinal([tok])
-                with core.stage.query_from_path_list(plist) as query:
-                    core.stage.write_attribute(query, tok, ordinal, values, is_array=False).wait()
+            plist = self._path_list(paths)
+            absent = self._missing_mask(plist, len(paths), [USD_PATH])
+            if np.any(absent):
+                bad = [paths[i] for i in np.flatnonzero(absent)[:3]]
+                raise KeyError(
+                    f"prims not on the ovstage stage: {bad} ({int(np.count_nonzero(absent))} of {len(paths)}); "
+                    f"nothing was written (ovstage would create them)"
+                )
+            ordinal = core.next_ordinal([tok])
+            with core.stage.query_from_path_list(plist) as query:
+                core.stage.write_attribute(query, tok, ordinal, values, is_array=False).wait()
             core.seal(ordinal, [tok])
 
     def remove_attribute(self, paths: Sequence[str], name: str) -> None:
@@ -504,7 +571,7 @@ class OvstageFabricStage:
             core.release_pinned()
             tok = core.token(name)
             ordinal = core.next_ordinal([tok])
-            with self._path_list(paths) as plist, core.stage.query_from_path_list(plist) as query:
+            with core.stage.query_from_path_list(self._path_list(paths)) as query:
                 core.stage.delete_attributes(query, [tok], ordinal).wait()
             core.seal(ordinal, [tok])
 
@@ -512,7 +579,7 @@ class OvstageFabricStage:
         with self.lock:
             self._check_alive()
             core = self._core
-            with self._path_list([path]) as plist:
+            with core.pd.create_path_list_from_strings([str(path)]) as plist:
                 if self._statuses(plist)[0] != _STATUS_OK:
                     raise KeyError(f"prim {path!r} is not on the ovstage stage")
                 with core.stage.query_from_path_list(plist) as query:
@@ -523,10 +590,13 @@ class OvstageFabricStage:
         return OvstageSelection(self, require, write)
 
     def propagate_world(self, selection: Any, slots: wp.array) -> None:
-        """Hand the local matrices staged at ``slots`` to Fabric, recompute the hierarchy, seal.
+        """Hand the local matrices staged at ``slots`` to Fabric and seal them; world matrices follow.
 
-        ``compute_hierarchy`` re-derives the world matrices of the written prims and of their descendants from the
-        written local matrices (ovstage gives local writes precedence), so the staged world matrices need no write.
+        A ``localMatrix`` write (``semantic=MATRIX``) makes ovstage update the world matrices of the written prims
+        and of all their descendants by itself (its automatic, incremental hierarchy update), so neither the staged
+        world matrices nor a stage-wide ``compute_hierarchy`` are needed: the cost is O(written prims + their
+        descendants). The first write on a stage checks that the world matrices did follow; on a stage configured
+        without automatic updates it switches to ``compute_hierarchy`` after every write (logged once).
         Every read group pinned on the stage is released first (a write fails while a read overlaps it).
         """
         if not isinstance(selection, OvstageSelection):
@@ -559,33 +629,91 @@ class OvstageFabricStage:
             core.stage.write_attribute(
                 selection._query, lm, ordinal, local, is_array=False, semantic=AttributeSemantic.MATRIX, **kwargs
             ).wait()
-            core.stage.compute_hierarchy(ordinal, ordinal)
+            if core.explicit_hierarchy:
+                core.stage.compute_hierarchy(ordinal, ordinal)
             core.seal(ordinal, [lm, wm])
+            if core.auto_update_checked or WORLD_MATRIX not in selection.require:
+                return
+            core.auto_update_checked = True
+            if not _worlds_match(core, selection, written):
+                core.explicit_hierarchy = True
+                logger.info(
+                    "ovstage stage %r does not update world matrices after local writes: frameview runs "
+                    "compute_hierarchy after each write on it",
+                    core.stage,
+                )
+                core.stage.compute_hierarchy(ordinal, ordinal)
+                core.seal(ordinal, [lm, wm])
 
     # ---------------------------------------------------------------- PrimTree (pattern resolution)
 
     def has_prim(self, path: str) -> bool:
-        """Whether a prim exists at ``path`` (one ``get_hierarchy`` call, O(1) in the stage size)."""
+        """Whether a prim exists at ``path`` (O(1) in the stage size).
+
+        Pattern resolution asks this for ``<child>/<rest>`` of every child that :meth:`child_names` just listed
+        (``env_.*`` then ``Robot/Camera``): the first such question checks all the listed siblings' ``<rest>`` in
+        one batched ``get_hierarchy`` call and answers the others from that batch, once each. The batch is dropped
+        on the next listing, on any write through this stage's providers, and after a second; callers re-validate
+        what they use (FabricFrameView calls :meth:`missing_prims`).
+        """
+        path = str(path)
         with self.lock:
             self._check_alive()
-            with self._path_list([path]) as plist:
+            core = self._core
+            known = core.exists.pop(path, None)  # each batched answer is used once
+            if known is not None and core.exists_valid():
+                return known
+            listing = core.listing if core.exists_valid() else None
+            if listing is not None and path.startswith(listing[0]):
+                head, sep, rest = path[len(listing[0]) :].partition("/")
+                if sep and head in listing[1]:
+                    batch = [f"{listing[0]}{name}/{rest}" for name in listing[1]]
+                    with core.pd.create_path_list_from_strings(batch) as plist:
+                        status = self._statuses(plist)
+                    core.exists.update(zip(batch, (status == _STATUS_OK).tolist(), strict=True))
+                    return core.exists.pop(path)
+            with core.pd.create_path_list_from_strings([path]) as plist:
                 return bool(self._statuses(plist)[0] == _STATUS_OK)
 
     def child_names(self, path: str) -> list[str]:
         """Names of the children of ``path`` (``"/"`` for the root), in authoring order."""
         with self.lock:
             self._check_alive()
-            with self._path_list([path]) as plist:
-                item = self._core.stage.get_hierarchy(plist, 0, HierarchyRelation.CHILDREN).items[0]
+            core = self._core
+            with core.pd.create_path_list_from_strings([str(path)]) as plist:
+                item = core.stage.get_hierarchy(plist, 0, HierarchyRelation.CHILDREN).items[0]
             if item.status != _STATUS_OK:
                 return []
-            return [child.rsplit("/", 1)[1] for child in item.paths]
+            names = [child.rsplit("/", 1)[1] for child in item.paths]
+            core.remember_listing("/" if path == "/" else f"{path}/", names)
+            return names
 
     def release_all(self) -> None:
         """Release every read group still pinned on the stage (recovery after an interrupted access)."""
         with self.lock:
             if self._core.alive():
                 self._core.release_pinned()
+
+
+def _worlds_match(core: _StageCore, selection: OvstageSelection, written: np.ndarray) -> bool:
+    """Whether Fabric's world matrices of the written rows equal the ones the writer staged (same query order)."""
+    expected = selection._staged_matrices(WORLD_MATRIX)[written]
+    wm = core.token(WORLD_MATRIX)
+    chunks = []
+    with core.stage.read_attributes(selection._query, [wm], _LATEST) as read:
+        read.wait()
+        for g in read.groups():
+            with g:
+                if g.attribute == wm and g.prim_count:
+                    rows = _index_map(g) if g.has_data_index_map else np.arange(g.prim_count)
+                    chunks.append(np.array(g.array(0)[rows]))
+    if not chunks:
+        return False
+    actual = np.concatenate(chunks).reshape(-1, 4, 4)
+    if actual.shape[0] != selection.count:
+        return False
+    scale = max(1.0, float(np.abs(expected).max()))
+    return bool(np.abs(actual[written] - expected).max() <= 1e-6 * scale)
 
 
 def _parent_path(path: str) -> str | None:
