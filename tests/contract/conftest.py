@@ -8,6 +8,7 @@ device of the ``device`` fixture (``cpu``, and ``cuda:0`` when present).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -37,10 +38,19 @@ def make_ovstage_view(prim_path: str | Sequence[str], stage: Any, device: str) -
     return fv.FabricFrameView(prim_path, stage=ovstage_for(stage), device=device)
 
 
+def make_usdrt_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv.BaseFrameView:
+    """The Fabric backend on Kit's Fabric (usdrt): runs inside Isaac Sim's Python with FRAMEVIEW_TEST_PROVIDER=usdrt."""
+    if os.environ.get("FRAMEVIEW_TEST_PROVIDER") != "usdrt":
+        pytest.skip("usdrt runs only inside Isaac Sim / Kit: set FRAMEVIEW_TEST_PROVIDER=usdrt in Isaac Sim's Python")
+    pytest.importorskip("usdrt", reason="FRAMEVIEW_TEST_PROVIDER=usdrt, but usdrt is not importable (not in Kit?)")
+    return fv.FabricFrameView(prim_path, stage=stage, device=device, fabric_provider="usdrt")
+
+
 BACKENDS: dict[str, Callable[[str | Sequence[str], Any, str], fv.BaseFrameView]] = {
     "usd": make_usd_view,
     "fabric": make_fabric_view,
     "ovstage": make_ovstage_view,
+    "usdrt": make_usdrt_view,
 }
 
 
