@@ -186,6 +186,7 @@ class OvstageSelection:
         self._staged = False
         self._staging: dict[str, wp.array] = {}
         self._host: dict[str, wp.array] = {}
+        self._copied: Any = None  # CUDA event after the last upload from the pinned host buffers
 
     # ---------------------------------------------------------------- FabricSelection
 
@@ -333,6 +334,8 @@ class OvstageSelection:
             staging = self._host.get(name)
             if staging is None or staging.shape[0] < n or staging.dtype != dtype:
                 staging = self._host[name] = wp.empty(n, dtype=dtype, device="cpu", pinned=True)
+            elif self._copied is not None:
+                wp.synchronize_event(self._copied)  # the previous upload may still read the pinned buffer
         host = staging.numpy()
         start = 0
         for g in groups:
@@ -343,6 +346,7 @@ class OvstageSelection:
             start += rows
         if device_col:
             wp.copy(col, staging, count=n)
+            self._copied = wp.get_stream(col.device).record_event()
         return kind
 
     def _staged_matrices(self, name: str) -> np.ndarray:
