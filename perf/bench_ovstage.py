@@ -1,0 +1,332 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Benchmark the ovstage provider (real Fabric, no Kit) against the embedded Fabric model on the same scene.
+
+The scene is the scaling harness's (:mod:`_scene`): N envs of ``env_i/Robot/Camera`` plus filler Xforms up to
+``--stage-prims`` prims. The memory model is built from the arrays (``MemoryFabricStage.from_arrays``); the ovstage
+stage is populated from the same scene authored in pxr and exported to a USDA string. A FabricFrameView over the N
+cameras (``/World/envs/env_.*/Robot/Camera``) is measured on both providers:
+
+- ``build_stage``: model from arrays / pxr authoring + USDA export + ovstage population (one shot; parts in
+  ``stages``).
+- ``resolve_pattern``: level-by-level pattern resolution through the provider (``child_names`` / ``has_prim``).
+- ``first_access``: construct the view (resolve, validate, parents, tag) and one ``get_world_poses``.
+- ``tag`` / ``untag``: ``set_uint_attribute`` / ``remove_attribute`` of one uint attribute over the N cameras.
+- ``slot_rebuild`` / ``slot_rebuild_parents``: the per-access slot table, as the view does it: ``prepare_for_reuse``,
+  count check, fabric arrays when the buckets changed, one ``invert_tag_column`` launch, ``release``.
+- ``get_world_poses`` (full), ``get_world_poses_indexed`` (every other prim), ``get_local_poses``,
+  ``set_world_poses`` (positions and orientations of all N).
+- ovstage only, ``*_gathered``: the same with the columns gathered into staging buffers first (what a CUDA device
+  and every write access do), against the default zero-copy read (one pointer per bucket, one launch over a
+  multi-bucket fabric array).
+- ``close``: remove both tags (N children + N parents).
+
+Timing: ``scaling.Timer`` (``wp.synchronize_device()`` around every clock read, one warm-up excluded, GC off,
+median / min / max over up to ``--reps`` reps or ``--budget-s`` per metric). Every read is checked against the
+scene's float64 truth. Rows go to ``perf/results/ovstage_cpu.json``.
+
+Usage::
+
+    python perf/bench_ovstage.py                       # 1024 and 8192 envs on 100k-prim stages
+    python perf/bench_ovstage.py --quick               # 1024 envs on a 20k-prim stage, few reps
+    python perf/bench_ovstage.py --stage-prims 100000 1000000 --envs 8192
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _scene import PATTERN, SceneArrays, build_usd_stage, scene_arrays
+from scaling import ScopedRebuild, Timer, check_poses, machine_info
+
+import frameview
+from frameview import FabricFrameView, resolve_prim_paths
+from frameview.fabric.stage import LOCAL_MATRIX, WORLD_MATRIX
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BENCH_TAG = "frameview:bench:tag"
+
+
+def log(msg: str) -> None:
+    print(f"[bench_ovstage] {msg}", file=sys.stderr, flush=True)
+
+
+def peak_rss_gib() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
+
+
+# ---------------------------------------------------------------------------------------------------- scenes
+
+
+def build_memory(arrays: SceneArrays, device: str) -> tuple[Any, dict]:
+    """The embedded model from the arrays."""
+    from frameview.fabric.memory import MemoryFabricStage
+
+    t0 = time.perf_counter()
+    model = MemoryFabricStage.from_arrays(
+        arrays.paths, arrays.parents, arrays.local, type_names=arrays.type_names, device=device
+    )
+    return model, {"build_s": time.perf_counter() - t0}
+
+
+def build_ovstage(arrays: SceneArrays) -> tuple[Any, dict]:
+    """An ovstage stage populated from the scene authored in pxr and exported to USDA text."""
+    import ovstage
+
+    stage, author_s, open_s = build_usd_stage(arrays)
+    t0 = time.perf_counter()
+    text = stage.GetRootLayer().ExportToString()
+    export_s = time.perf_counter() - t0
+    del stage
+    ovs = ovstage.Stage(f"bench_{arrays.envs}_{arrays.prim_count}")
+    t0 = time.perf_counter()
+    ovstage.population.open_usd_from_string(ovs, text, ordinal=1)
+    populate_s = time.perf_counter() - t0
+    facts = {
+        "author_s": author_s,
+        "open_pxr_s": open_s,
+        "export_usda_s": export_s,
+        "usda_mib": round(len(text) / 2**20, 1),
+        "populate_s": populate_s,
+        "build_s": author_s + open_s + export_s + populate_s,
+    }
+    return ovs, facts
+
+
+# ---------------------------------------------------------------------------------------------------- metrics
+
+
+def row(key: dict, metric: str, result: dict | float | int) -> dict:
+    out = dict(key, method="scoped", metric=metric)
+    if isinstance(result, dict):
+        out.update(result)
+    else:
+        out["value"] = result
+    return out
+
+
+def measure(
+    provider: str,
+    stage: Any,
+    fabric: Any,
+    arrays: SceneArrays,
+    device: str,
+    timer: Timer,
+    checks: list[dict],
+    build_s: float,
+) -> list[dict]:
+    """Every metric of one provider on one scene."""
+    key = {
+        "envs": arrays.envs,
+        "filler": arrays.filler,
+        "stage_prims": arrays.prim_count,
+        "provider": provider,
+        "device": device,
+    }
+    rows = [row(key, "build_stage", {"median_s": build_s, "min_s": build_s, "max_s": build_s, "reps": 1})]
+    cameras = resolve_prim_paths(PATTERN, fabric)
+    assert len(cameras) == arrays.envs, (len(cameras), arrays.envs)
+    rows.append(row(key, "resolve_pattern", timer(lambda: resolve_prim_paths(PATTERN, fabric), reps=5)))
+    log(f"{provider} {arrays.envs}: resolve {rows[-1]['median_s'] * 1e3:.1f} ms")
+
+    def view() -> FabricFrameView:
+        return FabricFrameView(PATTERN, stage=stage, device=device, fabric_provider=provider)
+
+    held: list[Any] = []
+
+    def first_access() -> None:
+        v = view()
+        v.get_world_poses()
+        held.append(v)
+
+    rows.append(row(key, "first_access", timer(first_access, teardown=lambda: held.pop().close(), reps=5)))
+    log(f"{provider} {arrays.envs}: first_access {rows[-1]['median_s'] * 1e3:.1f} ms")
+
+    values = np.arange(len(cameras), dtype=np.uint32)
+    with fabric.lock:
+        rows.append(
+            row(
+                key,
+                "tag",
+                timer(
+                    lambda: fabric.set_uint_attribute(cameras, BENCH_TAG, values),
+                    teardown=lambda: fabric.remove_attribute(cameras, BENCH_TAG),
+                ),
+            )
+        )
+        rows.append(
+            row(
+                key,
+                "untag",
+                timer(
+                    lambda: fabric.remove_attribute(cameras, BENCH_TAG),
+                    setup=lambda: fabric.set_uint_attribute(cameras, BENCH_TAG, values),
+                ),
+            )
+        )
+    log(f"{provider} {arrays.envs}: tag {rows[-2]['median_s'] * 1e3:.1f} ms, untag {rows[-1]['median_s'] * 1e3:.1f} ms")
+
+    tagged: list[int] = []
+
+    def make() -> None:
+        v = view()
+        tagged.append(v.count + len(v.parent_paths))
+        held.append(v)
+
+    rows.append(row(key, "close", timer(lambda: held.pop().close(), setup=make, reps=5)))
+
+    v = view()
+    try:
+        pos, quat = v.get_world_poses()
+        checks.append(check_poses(arrays, pos.numpy(), quat.numpy(), f"{provider} {arrays.envs}"))
+        tag, parent_tag = v.tag_names
+        variants = [("", True)] + ([("_gathered", False)] if provider == "ovstage" else [])
+        for suffix, zero_copy in variants:
+            if provider == "ovstage":
+                fabric._zero_copy = zero_copy  # the gathered variant: what a CUDA device does on every access
+            with fabric.lock:
+                child = ScopedRebuild(fabric, tag, (WORLD_MATRIX, LOCAL_MATRIX), v.count, device, write=True)
+                parent = ScopedRebuild(fabric, parent_tag, (WORLD_MATRIX,), len(v.parent_paths), device, write=False)
+                if not suffix:
+                    rows.append(row(key, "selection_size", child.selection_size()))
+                rows.append(row(key, f"slot_rebuild{suffix}", timer(child)))
+                rows.append(row(key, f"slot_rebuild_parents{suffix}", timer(parent)))
+            v._arrays.clear()
+            v._launches.clear()
+            rows.append(row(key, f"get_world_poses{suffix}", timer(v.get_world_poses)))
+            pos, quat = v.get_world_poses()
+            checks.append(check_poses(arrays, pos.numpy(), quat.numpy(), f"{provider}{suffix} {arrays.envs}"))
+            idx = wp.array(np.arange(0, v.count, 2, dtype=np.int32), dtype=wp.int32, device=device)
+            rows.append(row(key, f"get_world_poses_indexed{suffix}", timer(lambda idx=idx: v.get_world_poses(idx))))
+            rows.append(row(key, f"get_local_poses{suffix}", timer(v.get_local_poses)))
+            log(f"{provider}{suffix} {arrays.envs}: get_world_poses {rows[-3]['median_s'] * 1e3:.2f} ms")
+        if provider == "ovstage":
+            fabric._zero_copy = wp.get_device(device).is_cpu
+        p0, q0 = (wp.clone(x) for x in v.get_world_poses())
+        rows.append(row(key, "set_world_poses", timer(lambda: v.set_world_poses(p0, q0))))
+        log(f"{provider} {arrays.envs}: set_world_poses {rows[-1]['median_s'] * 1e3:.2f} ms")
+        pos, quat = v.get_world_poses()
+        checks.append(check_poses(arrays, pos.numpy(), quat.numpy(), f"{provider} after set {arrays.envs}"))
+    finally:
+        v.close()
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------- report
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: one line per (scene, metric), memory and ovstage side by side."""
+    by = {(r["envs"], r["stage_prims"], r["provider"], r["metric"]): r for r in rows}
+    scenes = sorted({(r["envs"], r["stage_prims"]) for r in rows})
+    metrics = list(dict.fromkeys(r["metric"] for r in rows))
+    out = ["| envs | stage prims | metric | memory | ovstage | ovstage / memory |", "|---:|---:|---|---:|---:|---:|"]
+
+    def fmt(r: dict | None) -> str:
+        if r is None:
+            return "-"
+        if "value" in r:
+            return f"{r['value']:,}"
+        return f"{r['median_s'] * 1e3:.3f} ms"
+
+    for envs, prims in scenes:
+        for m in metrics:
+            mem, ovs = by.get((envs, prims, "memory", m)), by.get((envs, prims, "ovstage", m))
+            if mem is None and ovs is None:
+                continue
+            ratio = "-"
+            if mem and ovs and "median_s" in mem and "median_s" in ovs and mem["median_s"] > 0:
+                ratio = f"{ovs['median_s'] / mem['median_s']:.2f}x"
+            out.append(f"| {envs:,} | {prims:,} | {m} | {fmt(mem)} | {fmt(ovs)} | {ratio} |")
+    return "\n".join(out)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--envs", type=int, nargs="+", default=[1024, 8192], help="views of this many cameras")
+    p.add_argument("--stage-prims", type=int, nargs="+", default=[100_000], help="total prims of each stage")
+    p.add_argument("--device", default="cpu", help="Warp device of the views")
+    p.add_argument("--reps", type=int, default=20, help="max reps per metric")
+    p.add_argument("--budget-s", type=float, default=3.0, help="stop a metric after this long (>= 3 reps)")
+    p.add_argument("--quick", action="store_true", help="1024 envs on a 20k-prim stage, 5 reps")
+    p.add_argument("--providers", nargs="+", default=["memory", "ovstage"], choices=["memory", "ovstage"])
+    p.add_argument("--out", type=Path, default=None, help="JSON path (default perf/results/ovstage_<device>.json)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.envs, args.stage_prims, args.reps, args.budget_s = [1024], [20_000], 5, 1.0
+    if args.out is None:
+        args.out = RESULTS / f"ovstage_{'cpu' if args.device == 'cpu' else args.device.replace(':', '')}.json"
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    wp.init()
+    timer = Timer(args.device, args.reps, args.budget_s)
+    machine = machine_info(args.device)
+    try:
+        import ovstage
+
+        machine["ovstage"] = ovstage.__version__
+    except ImportError:
+        log("ovstage is not importable: measuring the memory provider only (pip install 'frameview[ovstage]')")
+        args.providers = [p for p in args.providers if p != "ovstage"]
+    rows: list[dict] = []
+    stages: list[dict] = []
+    checks: list[dict] = []
+    for prims in args.stage_prims:
+        for envs in args.envs:
+            filler = prims - (2 + 3 * envs)
+            if filler < 0:
+                log(f"skip envs={envs}: a {prims}-prim stage cannot hold them")
+                continue
+            arrays = scene_arrays(envs, filler)
+            for provider in args.providers:
+                log(f"building {provider}: {envs} envs, {arrays.prim_count:,} prims")
+                if provider == "memory":
+                    fabric, facts = build_memory(arrays, args.device)
+                    stage = fabric
+                else:
+                    from frameview.fabric.ovstage import attach
+
+                    stage, facts = build_ovstage(arrays)
+                    fabric = attach(stage, args.device)
+                stages.append(
+                    dict(facts, envs=envs, stage_prims=arrays.prim_count, provider=provider, rss_gib=peak_rss_gib())
+                )
+                log(f"built in {facts['build_s']:.1f} s: {facts}")
+                rows += measure(provider, stage, fabric, arrays, args.device, timer, checks, facts["build_s"])
+                del fabric, stage
+                gc.collect()
+    machine["loadavg_1min_at_end"] = __import__("os").getloadavg()[0]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "machine": machine,
+        "frameview_version": frameview.__version__,
+        "rows": rows,
+        "stages": stages,
+        "checks": checks,
+        "pattern": PATTERN,
+    }
+    args.out.write_text(json.dumps(payload, indent=1) + "\n")
+    print(table(rows))
+    bad = [c for c in checks if not c["ok"]]
+    for c in bad:
+        log(f"CHECK FAILED: {c}")
+    log(f"wrote {args.out}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
