@@ -139,12 +139,11 @@ class _Bucket:
         return self.pids.shape[0]
 
     def reserve(self, rows: int) -> None:
-        """Grow every column to hold ``rows`` prims (doubling); moves the storage (bumps ``version``)."""
+        """Grow every column to hold ``rows`` prims: at least double (amortised appends), exactly ``rows`` for a bulk
+        insert beyond that (no power-of-two slack); moves the storage (bumps ``version``)."""
         if rows <= self.capacity:
             return
-        cap = max(_MIN_CAPACITY, self.capacity)
-        while cap < rows:
-            cap *= 2
+        cap = max(_MIN_CAPACITY, rows, 2 * self.capacity)
         pids = np.full(cap, -1, dtype=np.int64)
         pids[: self.size] = self.pids[: self.size]
         self.pids = pids
