@@ -14,13 +14,18 @@ frameview_env() {
     "$VENV/bin/python" -m pip install -q --upgrade pip
   fi
   # reinstall only when pyproject.toml or the requested extras change
-  local stamp="$VENV/.frameview-$(echo "$extras $*" | tr -c 'a-zA-Z0-9' '_')"
+  local stamp="$VENV/.frameview-$(echo "$extras $* ${FRAMEVIEW_NODEPS:-}" | tr -c 'a-zA-Z0-9' '_' | cut -c1-120)"
   local want
   want="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "frameview: installing frameview[$extras] $* into $VENV" >&2
     if [ "$#" -gt 0 ]; then "$VENV/bin/python" -m pip install -q "$@"; fi
     "$VENV/bin/python" -m pip install -q -e "$ROOT[$extras]"
+    # packages whose pins would break others (ovphysx pins packaging<24, which breaks pytest): no dependencies
+    if [ -n "${FRAMEVIEW_NODEPS:-}" ]; then
+      # shellcheck disable=SC2086
+      "$VENV/bin/python" -m pip install -q --no-deps $FRAMEVIEW_NODEPS
+    fi
     echo "$want" > "$stamp"
   fi
   export PATH="$VENV/bin:$PATH"
