@@ -337,8 +337,9 @@ def test_inputs_on_another_device_are_copied(backend: str, stage) -> None:
     values = np.arange(3 * N, dtype=np.float32).reshape(N, 3) / 10.0
     for view_device, inputs in (
         ("cuda:0", [values, torch.tensor(values), wp.array(values, dtype=wp.vec3f, device="cpu")]),
-        ("cpu", [wp.array(values, dtype=wp.vec3f, device="cuda:0"), torch.tensor(values, device="cuda")]),
-    ):
+        ("cpu", [wp.array(values, dtype=wp.vec3f, device="cuda:0")]
+         + ([torch.tensor(values, device="cuda")] if torch.cuda.is_available() else [])),  # a CPU torch build: skip
+    ):  # fmt: skip
         view = BACKENDS[backend](ROBOTS, stage, view_device)
         try:
             for value in inputs:
