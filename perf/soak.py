@@ -1,16 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """Scale and soak: the embedded Fabric model's memory per prim at ~1.1M prims, and a reset loop that must not grow.
 
-Builds the scaling harness's scene (``perf/_scene.py``: ``/World/envs/env_i/Robot/Camera`` for ``--envs`` envs plus
-filler Xforms up to ``--prims`` prims) straight from arrays with ``MemoryFabricStage.from_arrays``, then:
+Builds the scaling harness's layout (``/World/envs/env_i`` grid translation, ``.../Robot`` random rotation and uniform
+scale, ``.../Robot/Camera`` random rotation, ``env_i/f_j`` filler Xforms up to ``--prims`` prims) straight from arrays
+with ``MemoryFabricStage.from_arrays``, then:
 
 1. **Memory**: RSS before and after the build (the input arrays freed), the model's column bytes (capacity
    included) and its host bookkeeping (path strings, path -> id dict, NumPy tables), per prim; peak RSS
    (``ru_maxrss``) of the whole run.
 2. **Soak**: a robots view and a cameras view (FabricFrameView); ``--resets`` times: pick a random subset of envs
-   (1 to envs/4), write the robots' world poses there (indexed), read the cameras' world poses there (indexed) and
-   read every camera (full read), and check the indexed read against float64 NumPy truth (camera local @ robot
-   world). Per reset: wall time (Warp synchronised before each clock read), and RSS every ``--sample`` resets.
+   (1 to envs/4; the same 100 subsets and poses repeat in every block of 100 resets, so that the first and the
+   last 100 resets do the same work), write the robots' world poses there (indexed), read every camera (full
+   read), read the subset's cameras (indexed) and check them against float64 NumPy truth (camera local @ robot
+   world). Per reset: CPU and wall time (Warp synchronised before each clock read), RSS every ``--sample`` resets.
    Verdict: median time of the last 100 resets over the first 100 (after 20 warm-up resets, excluded), the
    least-squares slope of time per reset, both for process CPU time (steady on a shared machine) and wall time,
    and RSS growth from the end of the first 100 resets to the end.
@@ -32,15 +34,12 @@ import platform
 import resource
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import warp as wp
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _scene import scene_arrays
 
 ROBOTS = "/World/envs/env_.*/Robot"
 CAMERAS = "/World/envs/env_.*/Robot/Camera"
@@ -94,6 +93,53 @@ def _quat_to_rows(q: np.ndarray) -> np.ndarray:
     return r
 
 
+@dataclass
+class Scene:
+    """The scene as flat arrays, parents before children."""
+
+    paths: list[str]
+    parents: np.ndarray  # (N,) int64, -1 for the root
+    local: np.ndarray  # (N, 4, 4) float64 row-vector
+    type_names: list[str]
+    env_rows: np.ndarray
+    robot_rows: np.ndarray
+    camera_rows: np.ndarray
+
+
+def build_scene(envs: int, filler: int, seed: int) -> Scene:
+    """``/World``, ``/World/envs``, then per env: ``env_i``, ``env_i/Robot``, ``env_i/Robot/Camera`` and its share of
+    the ``filler`` Xforms ``env_i/f_j``. Vectorised except for the path strings."""
+    rng = np.random.default_rng(seed)
+    per_env, extra = divmod(filler, envs)
+    fill = np.full(envs, per_env, dtype=np.int64)
+    fill[:extra] += 1
+    starts = 2 + np.concatenate([[0], np.cumsum(3 + fill)[:-1]]).astype(np.int64)
+    n = int(2 + (3 + fill).sum())
+    paths = ["/World", "/World/envs"]
+    for i in range(envs):
+        env = f"/World/envs/env_{i}"
+        paths += [env, env + "/Robot", env + "/Robot/Camera", *(f"{env}/f_{j}" for j in range(int(fill[i])))]
+    parents = np.empty(n, dtype=np.int64)
+    parents[:2] = [-1, 0]
+    parents[starts], parents[starts + 1], parents[starts + 2] = 1, starts, starts + 1
+    filler_rows = np.setdiff1d(np.arange(2, n), np.concatenate([starts, starts + 1, starts + 2]))
+    parents[filler_rows] = np.repeat(starts, fill)
+    local = np.tile(np.eye(4), (n, 1, 1))
+    side = int(np.ceil(np.sqrt(envs)))
+    local[starts, 3, 0], local[starts, 3, 1] = 2.5 * (np.arange(envs) % side), 2.5 * (np.arange(envs) // side)
+    q = rng.normal(size=(2 * envs, 4))
+    rot = _quat_to_rows(q / np.linalg.norm(q, axis=1, keepdims=True))
+    local[starts + 1, :3, :3] = rng.uniform(0.5, 2.0, size=(envs, 1, 1)) * rot[:envs]
+    local[starts + 1, 3, :3] = rng.uniform(-0.5, 0.5, size=(envs, 3))
+    local[starts + 2, :3, :3] = rot[envs:]
+    local[starts + 2, 3, :3] = rng.uniform(-0.2, 0.2, size=(envs, 3))
+    local[filler_rows, 3, :3] = rng.uniform(-1.0, 1.0, size=(filler_rows.size, 3))
+    types = ["Xform"] * n
+    for r in (starts + 2).tolist():
+        types[r] = "Camera"
+    return Scene(paths, parents, local, types, starts, starts + 1, starts + 2)
+
+
 def run(envs: int, prims: int, resets: int, device: str = "cpu", seed: int = 0, sample: int = 50) -> dict:
     """Build the scene, measure its memory, run the reset loop; returns the results (see the module docstring)."""
     from frameview.fabric.memory import MemoryFabricStage
@@ -103,7 +149,7 @@ def run(envs: int, prims: int, resets: int, device: str = "cpu", seed: int = 0, 
     gc.collect()
     rss_start = rss_mib()
     t0 = time.perf_counter()
-    arrays = scene_arrays(envs, filler, seed=seed)
+    arrays = build_scene(envs, filler, seed)
     t1 = time.perf_counter()
     model = MemoryFabricStage.from_arrays(
         arrays.paths, arrays.parents, arrays.local, type_names=arrays.type_names, device=device
@@ -133,7 +179,6 @@ def run(envs: int, prims: int, resets: int, device: str = "cpu", seed: int = 0, 
         "host_per_prim_bytes": sum(host.values()) / n,
     }
 
-    rng = np.random.default_rng(seed + 1)
     robots = FabricFrameView(ROBOTS, stage=model, device=device)
     cameras = FabricFrameView(CAMERAS, stage=model, device=device)
     t3 = time.perf_counter()
@@ -147,6 +192,7 @@ def run(envs: int, prims: int, resets: int, device: str = "cpu", seed: int = 0, 
     rss_samples: list[tuple[int, float]] = []
     max_err = 0.0
     for k in range(WARMUP + resets):
+        rng = np.random.default_rng((seed, k % WINDOW))  # every block of 100 resets does the same work
         ids = np.sort(rng.choice(envs, size=int(rng.integers(1, max(2, envs // 4) + 1)), replace=False))
         pos = rng.uniform(-1.0, 1.0, size=(ids.size, 3)) + env_world[ids, 3, :3]
         quat = rng.normal(size=(ids.size, 4))
