@@ -375,7 +375,7 @@ class FabricFrameView(BaseFrameView):
             wp.launch(invert_tag_column, dim=len(self._parent_paths), inputs=[self._arrays[self._parent_tag]],
                       outputs=[self._parent_slots], device=self._device)  # fmt: skip
 
-    def _launch_recorded(self, key: str, kernel: Any, dim: int, inputs: list, outputs: list) -> None:
+    def _launch_recorded(self, key: str | tuple, kernel: Any, dim: int, inputs: list, outputs: list) -> None:
         """Full-view launches are recorded once per fabric-array rebuild and replayed (cheaper than ``wp.launch``).
 
         On CUDA, once the same recorded launch has been replayed with unchanged buckets, it is captured into a CUDA
@@ -407,7 +407,7 @@ class FabricFrameView(BaseFrameView):
                 mats = self._arrays[attr]
                 if indices is None:
                     self._launch_recorded(
-                        f"poses:{attr}:{pos_out.ptr}",  # outputs are per thread: one recorded launch per buffer
+                        f"poses:{attr}",
                         _scatter_poses,
                         self.count,
                         [self._arrays[self._tag], mats],
@@ -427,7 +427,7 @@ class FabricFrameView(BaseFrameView):
                 mats = self._arrays[attr]
                 if indices is None:
                     self._launch_recorded(
-                        f"scales:{attr}:{scale_out.ptr}",
+                        f"scales:{attr}",
                         _scatter_scales,
                         self.count,
                         [self._arrays[self._tag], mats],
