@@ -375,17 +375,20 @@ class FabricFrameView(BaseFrameView):
             wp.launch(invert_tag_column, dim=len(self._parent_paths), inputs=[self._arrays[self._parent_tag]],
                       outputs=[self._parent_slots], device=self._device)  # fmt: skip
 
-    def _launch_recorded(self, key: str | tuple, kernel: Any, dim: int, inputs: list, outputs: list) -> None:
+    def _launch_recorded(self, key: str, kernel: Any, dim: int, inputs: list, outputs: list) -> None:
         """Full-view launches are recorded once per fabric-array rebuild and replayed (cheaper than ``wp.launch``).
 
         On CUDA, once the same recorded launch has been replayed with unchanged buckets, it is captured into a CUDA
         graph and the graph is replayed from then on (the cheapest launch Warp offers); a bucket change drops both.
+        Outputs are per thread, so the key includes their addresses, and the entry holds the output arrays: a recorded
+        launch keeps raw pointers, which must not outlive (or be reused by) another allocation.
         """
+        key = (key, *(out.ptr for out in outputs))
         entry = self._launches.get(key)
         if entry is None:
             cmd = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=self._device, record_cmd=True)
-            self._launches[key] = entry = [cmd, 0, None]
-        cmd, replays, graph = entry
+            self._launches[key] = entry = [cmd, 0, None, outputs]
+        cmd, replays, graph, _ = entry
         if graph is not None:
             wp.capture_launch(graph)
             return
