@@ -256,6 +256,8 @@ class MemoryFabricStage:
         self._row_of = np.empty(0, dtype=np.int64)
         self._alive = np.empty(0, dtype=bool)
         self._children: tuple[np.ndarray, np.ndarray] | None = None
+        self._structure_version = 0  # bumped when prims are added or removed (prim ids change meaning)
+        self._pid_cache: dict[int, tuple[Sequence[str], int, np.ndarray]] = {}
         self._xforms: MemorySelection | None = None
         self._stage_ref: Any = None
         self._listener: Any = None
@@ -326,6 +328,7 @@ class MemoryFabricStage:
         self._row_of = np.concatenate([self._row_of, np.full(n, -1, dtype=np.int64)])
         self._alive = np.concatenate([self._alive, np.ones(n, dtype=bool)])
         self._children = None
+        self._structure_version += 1
 
         world = self._compose_world(local, parents, ext)
         local_words = np.ascontiguousarray(local, dtype=np.float64).reshape(n, 16).view(np.uint32)
@@ -552,10 +555,25 @@ class MemoryFabricStage:
     def is_alive(self) -> bool:
         return self._stage_ref is None or self._stage_ref() is not None
 
-    def _lookup(self, paths: Sequence[str]) -> np.ndarray:
-        pid_of, alive = self._pid_of, self._alive
+    def _pids(self, paths: Sequence[str]) -> np.ndarray:
+        """Prim ids of ``paths`` (-1 where unknown). A view passes the same tuple on every call (construction checks,
+        tagging, close): its ids are remembered until prims are added or removed, so each path is looked up in the
+        stage-sized dict once per view, not once per call."""
+        key = id(paths)
+        hit = self._pid_cache.get(key)
+        if hit is not None and hit[0] is paths and hit[1] == self._structure_version:
+            return hit[2]
+        pid_of = self._pid_of
         pids = np.fromiter((pid_of.get(str(p), -1) for p in paths), dtype=np.int64, count=len(paths))
-        missing = (pids < 0) | ~alive[np.maximum(pids, 0)] if len(self._paths) else pids < 0
+        if isinstance(paths, tuple):  # immutable: safe to remember (the entry keeps it alive, so its id stays unique)
+            if len(self._pid_cache) >= 64:
+                self._pid_cache.pop(next(iter(self._pid_cache)))
+            self._pid_cache[key] = (paths, self._structure_version, pids)
+        return pids
+
+    def _lookup(self, paths: Sequence[str]) -> np.ndarray:
+        pids = self._pids(paths)
+        missing = (pids < 0) | ~self._alive[np.maximum(pids, 0)] if len(self._paths) else pids < 0
         if np.any(missing):
             bad = [str(paths[i]) for i in np.flatnonzero(missing)[:3]]
             raise KeyError(f"prims not in the Fabric model (removed, inactive or not xformable): {bad}")
@@ -563,8 +581,9 @@ class MemoryFabricStage:
 
     def missing_prims(self, paths: Sequence[str]) -> list[str]:
         self.sync()
-        pid_of, alive = self._pid_of, self._alive
-        return [str(p) for p in paths if not (str(p) in pid_of and alive[pid_of[str(p)]])]
+        pids = self._pids(paths)
+        missing = (pids < 0) | ~self._alive[np.maximum(pids, 0)] if len(self._paths) else pids < 0
+        return [str(paths[i]) for i in np.flatnonzero(missing)]
 
     def xform_parents(self, paths: Sequence[str]) -> list[str | None]:
         self.sync()
@@ -586,11 +605,11 @@ class MemoryFabricStage:
 
     def remove_attribute(self, paths: Sequence[str], name: str) -> None:
         self.sync()
-        pid_of, alive = self._pid_of, self._alive
-        pids = np.fromiter((pid_of.get(str(p), -1) for p in paths), dtype=np.int64, count=len(paths))
+        pids = self._pids(paths)
         pids = pids[pids >= 0]
-        pids = pids[alive[pids]]
-        has = np.fromiter((name in self.buckets[b].attrs for b in self._bucket_of[pids]), dtype=bool, count=pids.size)
+        pids = pids[self._alive[pids]]
+        bucket_has = np.array([name in b.attrs for b in self.buckets], dtype=bool)
+        has = bucket_has[self._bucket_of[pids]]
         if np.any(has):
             self._move(pids[has], lambda b: (b.type_name, frozenset(a for a in b.attrs if a != name)))
 
@@ -799,6 +818,7 @@ class MemoryFabricStage:
         self._bucket_of[pids] = -1
         self._row_of[pids] = -1
         self._children = None
+        self._structure_version += 1
         self._bump()
 
     def detach(self) -> None:

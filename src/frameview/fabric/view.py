@@ -273,7 +273,7 @@ class FabricFrameView(BaseFrameView):
             self._uid = next(_UIDS)
             self._tag = f"frameview:{self._uid}:index"
             self._parent_tag = f"frameview:{self._uid}:parentIndex"
-            self._parent_paths = list(unique)
+            self._parent_paths = tuple(unique)
             fabric.set_uint_attribute(self.prim_paths, self._tag, np.arange(self.count, dtype=np.uint32))
             self._closed = False  # tags are on the stage from here: close() must remove them
             if self._parent_paths:
@@ -307,7 +307,7 @@ class FabricFrameView(BaseFrameView):
     @property
     def parent_paths(self) -> tuple[str, ...]:
         """Unique Fabric parents of the viewed prims (nearest ancestors carrying Fabric matrices)."""
-        return tuple(self._parent_paths)
+        return self._parent_paths
 
     @property
     def fabric_stage(self) -> Any:
