@@ -24,6 +24,12 @@ try:
 except ImportError as exc:  # no ovstage wheel for this platform / Python
     ovstage = None
     OVSTAGE_SKIP_REASON = f"ovstage is not importable ({exc}); install it with: pip install 'frameview[ovstage]'"
+else:
+    try:  # the wheel imports, but its native runtime may not load (e.g. libGL.so.1 missing on a bare GPU host)
+        ovstage.Stage("frameview_probe")
+    except RuntimeError as exc:
+        ovstage = None
+        OVSTAGE_SKIP_REASON = f"ovstage's native runtime does not load on this machine: {exc}"
 
 WORLD_MATRIX = "omni:fabric:worldMatrix"
 LOCAL_MATRIX = "omni:fabric:localMatrix"

@@ -292,6 +292,7 @@ class FabricFrameView(BaseFrameView):
         self._no_index = wp.empty(0, dtype=wp.int32, device=dev)
         self._arrays: dict[str, Any] = {}
         self._launches: dict[str, Any] = {}
+        self._capture_stream: wp.Stream | None = None
 
     # ---------------------------------------------------------------- properties
 
@@ -368,12 +369,16 @@ class FabricFrameView(BaseFrameView):
         self._parent_sel.release()
 
     def _invert(self, parents: bool) -> None:
-        """One launch per selection: ``slots[tag[slot]] = slot``."""
-        wp.launch(invert_tag_column, dim=self.count, inputs=[self._arrays[self._tag]], outputs=[self._slots],
-                  device=self._device)  # fmt: skip
+        """One (recorded) launch per selection: ``slots[tag[slot]] = slot``."""
+        self._launch_recorded("invert", invert_tag_column, self.count, [self._arrays[self._tag]], [self._slots])
         if parents and self._parent_paths:
-            wp.launch(invert_tag_column, dim=len(self._parent_paths), inputs=[self._arrays[self._parent_tag]],
-                      outputs=[self._parent_slots], device=self._device)  # fmt: skip
+            self._launch_recorded(
+                "invert_parents",
+                invert_tag_column,
+                len(self._parent_paths),
+                [self._arrays[self._parent_tag]],
+                [self._parent_slots],
+            )
 
     def _launch_recorded(self, key: str, kernel: Any, dim: int, inputs: list, outputs: list) -> None:
         """Full-view launches are recorded once per fabric-array rebuild and replayed (cheaper than ``wp.launch``).
@@ -393,8 +398,12 @@ class FabricFrameView(BaseFrameView):
             wp.capture_launch(graph)
             return
         if self._device.is_cuda and replays >= 1:
-            with wp.ScopedCapture(device=self._device, force_module_load=False) as capture:
-                cmd.launch()
+            # capture on the view's own stream: work other threads put on the device's stream meanwhile is neither
+            # captured nor invalidates the capture; the graph is replayed on the caller's current stream
+            if self._capture_stream is None:
+                self._capture_stream = wp.Stream(self._device)
+            with wp.ScopedCapture(device=self._device, stream=self._capture_stream, force_module_load=False) as capture:
+                cmd.launch(stream=self._capture_stream)
             entry[2] = capture.graph
             wp.capture_launch(capture.graph)
             return
