@@ -19,7 +19,13 @@ import warp as wp
 from pxr import Gf, Sdf, Usd, UsdGeom, Vt
 
 from .base import BaseFrameView
-from .kernels.transforms import compose_matrix, decompose_matrices, decompose_matrix, local_from_world_pose
+from .kernels.transforms import (
+    compose_matrix,
+    decompose_matrices,
+    decompose_matrix,
+    is_singular,
+    local_from_world_pose,
+)
 
 __all__ = ["UsdFrameView"]
 
@@ -79,11 +85,7 @@ def _solve_local_components(
     singular_out[i] = 0
     if in_world != 0:
         pw = parent_world[i]
-        p0 = wp.vec3d(pw[0, 0], pw[0, 1], pw[0, 2])
-        p1 = wp.vec3d(pw[1, 0], pw[1, 1], pw[1, 2])
-        p2 = wp.vec3d(pw[2, 0], pw[2, 1], pw[2, 2])
-        volume = wp.abs(wp.dot(wp.cross(p0, p1), p2))
-        if not (volume > wp.float64(1.0e-12) * wp.length(p0) * wp.length(p1) * wp.length(p2)):
+        if is_singular(pw):
             singular_out[i] = 1
         # the same world -> local solve as the Fabric backend: exact translation, rotation conj(q_parent) * q;
         # the translation depends only on the position and the rotation only on the orientation

@@ -22,7 +22,13 @@ import warp as wp
 
 from ..base import BaseFrameView
 from ..kernels.slots import invert_tag_column
-from ..kernels.transforms import decompose_matrix, local_from_world_pose, local_to_world, replace_components
+from ..kernels.transforms import (
+    decompose_matrix,
+    is_singular,
+    local_from_world_pose,
+    local_to_world,
+    replace_components,
+)
 from .providers import _is_pxr_stage, open_fabric_stage
 from .stage import LOCAL_MATRIX, WORLD_MATRIX, FabricSelection
 
@@ -203,12 +209,7 @@ def _find_singular_parents(
     i = k
     if use_indices != 0:
         i = indices[k]
-    pw = _parent_world(parent_world, parent_slots, parent_index, i)
-    p0 = wp.vec3d(pw[0, 0], pw[0, 1], pw[0, 2])
-    p1 = wp.vec3d(pw[1, 0], pw[1, 1], pw[1, 2])
-    p2 = wp.vec3d(pw[2, 0], pw[2, 1], pw[2, 2])
-    volume = wp.abs(wp.dot(wp.cross(p0, p1), p2))
-    if not (volume > wp.float64(1.0e-12) * wp.length(p0) * wp.length(p1) * wp.length(p2)):
+    if is_singular(_parent_world(parent_world, parent_slots, parent_index, i)):
         wp.atomic_min(first_bad_out, 0, k)
 
 

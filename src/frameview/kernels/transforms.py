@@ -88,6 +88,17 @@ def replace_components(
 
 
 @wp.func
+def is_singular(m: wp.mat44d):
+    """True when the upper 3x3 of ``m`` cannot be inverted (a zero scale): its volume is negligible against the
+    product of its axis lengths."""
+    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
+    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
+    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
+    volume = wp.abs(wp.dot(wp.cross(r0, r1), r2))
+    return not (volume > wp.float64(1.0e-12) * wp.length(r0) * wp.length(r1) * wp.length(r2))
+
+
+@wp.func
 def local_from_world_pose(t: wp.vec3d, q: wp.quatd, local_scale: wp.vec3d, parent_world: wp.mat44d):
     """Local matrix that places a prim at world translation ``t`` and rotation ``q`` (xyzw), keeping its local scale.
 
