@@ -24,6 +24,7 @@ _LAZY_IMPORTS: dict[str, str] = {
     "register_backend": ".config",
     "available_backends": ".config",
     "resolve_prim_paths": ".paths",
+    "PrimTree": ".paths",
     "create_mapping": ".scene_data.mapping",
     "SceneDataProvider": ".scene_data.provider",
     "CameraPoses": ".camera",
@@ -51,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see the real names
     from .camera import CameraPoses, convert_camera_orientations
     from .config import FrameViewCfg, available_backends, make_frame_view, register_backend
     from .fabric.view import FabricFrameView
-    from .paths import resolve_prim_paths
+    from .paths import PrimTree, resolve_prim_paths
     from .scene_data.mapping import create_mapping
     from .scene_data.provider import SceneDataProvider
     from .usd import UsdFrameView
