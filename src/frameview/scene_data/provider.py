@@ -21,6 +21,21 @@ logger = logging.getLogger(__name__)
 # kernels
 
 
+@wp.func
+def _source_row(
+    mapping: wp.array(dtype=wp.int32), source_count: wp.int32, i: int, status_out: wp.array(dtype=wp.int32)
+):
+    """Source row of output row ``i`` (``i`` when there is no mapping); -1 to skip it (unmapped, or out of range, which
+    is flagged in ``status_out[1]``)."""
+    if not mapping:
+        return i
+    j = int(mapping[i])
+    if j != -1 and (j < 0 or j >= int(source_count)):
+        status_out[1] = 1
+        return -1
+    return j
+
+
 @wp.kernel
 def gather_matrix_transforms(
     # inputs
@@ -39,14 +54,9 @@ def gather_matrix_transforms(
     Outputs passed as ``None`` are skipped; ``mapping`` ``None`` is the identity.
     """
     i = wp.tid()
-    j = i
-    if mapping:
-        j = mapping[i]
-        if j == -1:
-            return
-        if j < 0 or j >= source_count:
-            status_out[1] = 1
-            return
+    j = _source_row(mapping, source_count, i, status_out)
+    if j < 0:
+        return
     p, q, s = decompose_matrix(matrices[j])
     if positions_out:
         positions_out[i] = wp.vec3f(p)
@@ -74,14 +84,9 @@ def gather_pose_transforms(
     ``status_out`` as in :func:`gather_matrix_transforms`.
     """
     i = wp.tid()
-    j = i
-    if mapping:
-        j = mapping[i]
-        if j == -1:
-            return
-        if j < 0 or j >= source_count:
-            status_out[1] = 1
-            return
+    j = _source_row(mapping, source_count, i, status_out)
+    if j < 0:
+        return
     if positions_out:
         positions_out[i] = positions[j]
     if orientations_out:
