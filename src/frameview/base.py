@@ -93,6 +93,10 @@ class BaseFrameView(abc.ABC):
         self._lock: Any = getattr(self, "_lock", None) or threading.RLock()  # a subclass may share a wider lock
         self._thread_buffers = threading.local()  # per-thread output buffers: {name: wp.array}
         self._index_buffer = wp.empty(max(self.count, 1), dtype=wp.int32, device=self._device)
+        # indices are staged in host memory: the device buffer itself on the CPU, a host copy for CUDA
+        self._index_stage = None if self._device.is_cpu else wp.empty_like(self._index_buffer, device="cpu")
+        self._index_host = (self._index_buffer if self._index_stage is None else self._index_stage).numpy()
+        self._heads: dict[tuple[int, int], wp.array] = {}
         self._first_bad = wp.empty(1, dtype=wp.int32, device=self._device)
 
     # ---------------------------------------------------------------- properties
@@ -335,13 +339,14 @@ class BaseFrameView(abc.ABC):
                         f"indices: index {dup} appears {int(counts[dup])} times in a write; expected each index at "
                         "most once (drop the duplicates and their rows); nothing was written"
                     )
-        host = np.ascontiguousarray(host, dtype=np.int32)
-        if host.size <= self._index_buffer.shape[0]:
-            out = self._index_buffer[: host.size]
-            if host.size:
-                wp.copy(out, wp.array(host, dtype=wp.int32, device="cpu", copy=False))
-            return out
-        return wp.array(host, dtype=wp.int32, device=self._device)
+        n = host.size
+        if n > self._index_buffer.shape[0]:  # more indices than prims (repeated reads): a one-off array
+            return wp.array(np.ascontiguousarray(host, dtype=np.int32), dtype=wp.int32, device=self._device)
+        self._index_host[:n] = host  # bounds checked above: the int32 cast is exact
+        out = self._head(self._index_buffer, n)
+        if n and self._index_stage is not None:  # pageable staging: the copy has consumed it when wp.copy returns
+            wp.copy(out, self._index_stage, count=n)
+        return out
 
     def _indices_to_numpy(self, indices: IndicesLike) -> np.ndarray:
         if isinstance(indices, wp.array):
@@ -384,7 +389,19 @@ class BaseFrameView(abc.ABC):
         if buf is None or buf.shape[0] < rows:
             buf = wp.empty(max(rows, self.count), dtype=dtype, device=self._device)
             buffers[name] = buf
-        return buf if rows == buf.shape[0] else buf[:rows]
+        return self._head(buf, rows)
+
+    def _head(self, buf: wp.array, rows: int) -> wp.array:
+        """``buf[:rows]``, remembered: slicing a Warp array costs more host time than a small read's kernels."""
+        if rows == buf.shape[0]:
+            return buf
+        key = (buf.ptr, rows)
+        head = self._heads.get(key)
+        if head is None:
+            if len(self._heads) >= 256:
+                self._heads.clear()
+            head = self._heads[key] = buf[:rows]  # holds ``buf``: its address cannot be reused while cached
+        return head
 
     def _coerce_rows(self, value: ArrayLike | None, name: str, dtype: type, rows: int) -> wp.array | None:
         """Check ``value`` is (rows, width) floating point and finite; return it as ``dtype`` on the view's device."""

@@ -259,6 +259,7 @@ class MemoryFabricStage:
         self._structure_version = 0  # bumped when prims are added or removed (prim ids change meaning)
         self._pid_cache: dict[int, tuple[Sequence[str], int, np.ndarray]] = {}
         self._xforms: MemorySelection | None = None
+        self._xform_arrays: tuple[wp.fabricarray, wp.fabricarray, np.ndarray] | None = None
         self._stage_ref: Any = None
         self._listener: Any = None
         self._pending_resync: set[str] = set()
@@ -516,39 +517,46 @@ class MemoryFabricStage:
         return np.unique(np.concatenate(found))
 
     def _update_world(self, pids: np.ndarray) -> None:
-        """Recompute world matrices of ``pids`` (any set, closed under descendants) from their locals, by depth."""
+        """Recompute world matrices of ``pids`` (any set, closed under descendants) from their locals, by depth.
+
+        Costs O(pids): only their slots and their parents' are computed."""
         pids = pids[self._alive[pids]]
         if pids.size == 0:
             return
-        xf = self._xform_selection()
-        offsets = xf.bucket_offsets()
-        slots = offsets[self._bucket_of] + self._row_of  # per pid (garbage for dead pids)
-        local = wp.fabricarray(xf, LOCAL_MATRIX)
-        world = wp.fabricarray(xf, WORLD_MATRIX)
+        local, world, offsets = self._xform_columns()
         depth = self._depth[pids]
         order = np.argsort(depth, kind="stable")
         pids, depth = pids[order], depth[order]
         for d in np.unique(depth):
             level = pids[depth == d]
             parents = self._parent[level]
-            parent_slots = np.where(parents >= 0, slots[np.maximum(parents, 0)], -1)
+            safe = np.maximum(parents, 0)
+            slots = offsets[self._bucket_of[level]] + self._row_of[level]
+            parent_slots = np.where(parents >= 0, offsets[self._bucket_of[safe]] + self._row_of[safe], -1)
             wp.launch(
                 _update_world_matrices,
                 dim=level.size,
                 inputs=[
                     local,
-                    wp.array(slots[level].astype(np.int32), device=self.device),
+                    wp.array(slots.astype(np.int32), device=self.device),
                     wp.array(parent_slots.astype(np.int32), device=self.device),
                 ],
                 outputs=[world],
                 device=self.device,
             )
 
-    def _xform_selection(self) -> MemorySelection:
+    def _xform_columns(self) -> tuple[wp.fabricarray, wp.fabricarray, np.ndarray]:
+        """Local and world columns of every xformable, and each bucket's first slot; rebuilt when buckets change."""
         if self._xforms is None:
             self._xforms = MemorySelection(self, _MATRIX_ATTRS, write=True)
-        self._xforms.prepare_for_reuse()
-        return self._xforms
+        if self._xforms.prepare_for_reuse() or self._xform_arrays is None:
+            xf = self._xforms
+            self._xform_arrays = (
+                wp.fabricarray(xf, LOCAL_MATRIX),
+                wp.fabricarray(xf, WORLD_MATRIX),
+                xf.bucket_offsets(),
+            )
+        return self._xform_arrays
 
     # ------------------------------------------------------------------ FabricStage protocol
 

@@ -411,6 +411,25 @@ class FabricFrameView(BaseFrameView):
         entry[1] = replays + 1
         cmd.launch()
 
+    def _launch_indexed(self, key: str, kernel: Any, fixed: list, indices: wp.array, outputs: list) -> None:
+        """Launch an indexed kernel ``kernel(*fixed, indices, *outputs)`` with ``dim = len(indices)`` through a recorded
+        command: only the indices, the outputs and the dimension are re-packed per call (``wp.launch`` looks the kernel
+        up on every call, most of this path's host time). Dropped with the fabric arrays on a bucket change."""
+        key = (key, *(out.ptr for out in outputs))
+        entry = self._launches.get(key)
+        if entry is None:
+            cmd = wp.launch(kernel, dim=indices.shape[0], inputs=[*fixed, indices], outputs=outputs,
+                            device=self._device, record_cmd=True)  # fmt: skip
+            self._launches[key] = [cmd, 0, None, outputs]
+        else:
+            cmd = entry[0]
+            first = len(fixed)
+            cmd.set_param_at_index(first, indices)
+            for k, out in enumerate(outputs):
+                cmd.set_param_at_index(first + 1 + k, out)
+            cmd.set_dim(indices.shape[0])
+        cmd.launch()
+
     # ---------------------------------------------------------------- reads
 
     def _read_poses(self, attr: str, indices: wp.array | None, pos_out: wp.array, quat_out: wp.array) -> None:
@@ -428,8 +447,9 @@ class FabricFrameView(BaseFrameView):
                     )
                 else:
                     self._invert(parents=False)
-                    wp.launch(_gather_poses, dim=indices.shape[0], inputs=[mats, self._slots, indices],
-                              outputs=[pos_out, quat_out], device=self._device)  # fmt: skip
+                    self._launch_indexed(
+                        f"gather:{attr}", _gather_poses, [mats, self._slots], indices, [pos_out, quat_out]
+                    )
             finally:
                 self._release_selections()
 
@@ -448,8 +468,9 @@ class FabricFrameView(BaseFrameView):
                     )
                 else:
                     self._invert(parents=False)
-                    wp.launch(_gather_scales, dim=indices.shape[0], inputs=[mats, self._slots, indices],
-                              outputs=[scale_out], device=self._device)  # fmt: skip
+                    self._launch_indexed(
+                        f"gather_scales:{attr}", _gather_scales, [mats, self._slots], indices, [scale_out]
+                    )
             finally:
                 self._release_selections()
 
