@@ -199,31 +199,32 @@ class Timer:
 
 
 class ScopedRebuild:
-    """The scoped slot-table rebuild, through the FabricStage protocol, as FabricFrameView does it per access."""
+    """The scoped slot-table rebuild exactly as FabricFrameView runs it on every access, through the view itself:
+    ``prepare_for_reuse()``, the count check, fabric arrays rebuilt only when buckets changed, and the one
+    ``invert_tag_column`` launch (a recorded launch, replayed as a CUDA graph once buckets are stable)."""
 
-    def __init__(self, fabric: Any, tag: str, require: tuple[str, ...], count: int, device: str, write: bool) -> None:
-        self.fabric, self.tag, self.require, self.count, self.device = fabric, tag, require, count, device
-        self.sel = fabric.select([tag, *require], write=write)
-        self.arrays: dict[str, Any] = {}
-        self.slots = wp.empty(max(count, 1), dtype=wp.int32, device=device)
+    def __init__(self, view: Any, parents: bool) -> None:
+        self.view, self.parents = view, parents
+        tag, parent_tag = view.tag_names
+        if parents:
+            self.sel, self.count, self.what = view._parent_sel, len(view.parent_paths), "parents"
+            self.attrs, self.key, self.slots = (parent_tag, WORLD_MATRIX), "invert_parents", view._parent_slots
+        else:
+            self.sel, self.count, self.what = view._sel, view.count, "prims"
+            self.attrs, self.key, self.slots = (tag, WORLD_MATRIX, LOCAL_MATRIX), "invert", view._slots
 
     def __call__(self) -> None:
-        sel = self.sel
+        v = self.view
         try:
-            changed = sel.prepare_for_reuse()
-            if sel.count != self.count:
-                raise RuntimeError(f"scoped selection holds {sel.count} prims, expected {self.count}")
-            if changed or not self.arrays:
-                self.arrays = {name: wp.fabricarray(sel, name) for name in (self.tag, *self.require)}
-            wp.launch(
-                invert_tag_column,
-                dim=self.count,
-                inputs=[self.arrays[self.tag]],
-                outputs=[self.slots],
-                device=self.device,
-            )
+            v._refresh_one(self.sel, self.count, self.what, self.attrs)
+            v._launch_recorded(self.key, invert_tag_column, self.count, [v._arrays[self.attrs[0]]], [self.slots])
         finally:
-            sel.release()
+            self.sel.release()
+
+    @property
+    def arrays(self) -> dict[str, Any]:
+        """The world-matrix column the table indexes (for the correctness check)."""
+        return {WORLD_MATRIX: self.view._arrays["parent_world" if self.parents else WORLD_MATRIX]}
 
     def selection_size(self) -> int:
         self.sel.prepare_for_reuse()
@@ -431,11 +432,9 @@ def measure_fabric(scene: Scene, args: argparse.Namespace, timer: Timer, checks:
     try:
         pos, quat = v.get_world_poses()
         checks.append(check_poses(a, pos.numpy(), quat.numpy(), f"scoped {a.envs}/{a.filler}"))
-        tag, parent_tag = v.tag_names
-        n_parents = len(v.parent_paths)
         with fabric.lock:
-            child = ScopedRebuild(fabric, tag, (WORLD_MATRIX, LOCAL_MATRIX), v.count, device, write=True)
-            parent = ScopedRebuild(fabric, parent_tag, (WORLD_MATRIX,), n_parents, device, write=False)
+            child = ScopedRebuild(v, parents=False)
+            parent = ScopedRebuild(v, parents=True)
             wide_child = StageWideRebuild(scene, (WORLD_MATRIX, LOCAL_MATRIX), v.prim_paths, write=True)
             wide_parent = StageWideRebuild(scene, (WORLD_MATRIX,), v.parent_paths, write=False)
             rows.append(_row(key, "scoped", "selection_size", child.selection_size()))
@@ -493,12 +492,9 @@ def measure_interleaved(envs: int, args: argparse.Namespace, rounds: int = 20, p
         for filler in args.filler:
             scene = PROVIDERS[args.provider].build(scene_arrays(envs, filler), args.device)
             v = FabricFrameView(PATTERN, stage=scene.stage, device=scene.device, fabric_provider=scene.provider)
-            tag, parent_tag = v.tag_names
             with scene.fabric.lock:
-                child = ScopedRebuild(scene.fabric, tag, (WORLD_MATRIX, LOCAL_MATRIX), v.count, scene.device, True)
-                parent = ScopedRebuild(
-                    scene.fabric, parent_tag, (WORLD_MATRIX,), len(v.parent_paths), scene.device, False
-                )
+                child = ScopedRebuild(v, parents=False)
+                parent = ScopedRebuild(v, parents=True)
             cases.append(
                 (scene, v, {"slot_rebuild_children_interleaved": child, "slot_rebuild_parents_interleaved": parent})
             )
@@ -688,11 +684,10 @@ def _profile_child(args: argparse.Namespace) -> int:
 
     envs, filler = args.envs[-1], args.filler[-1]
     scene = PROVIDERS[args.provider].build(scene_arrays(envs, filler), args.device)
-    fabric, device = scene.fabric, scene.device
+    device = scene.device
     v = FabricFrameView(PATTERN, stage=scene.stage, device=device, fabric_provider=scene.provider)
     p0, q0 = (wp.clone(x) for x in v.get_world_poses())
-    tag, _ = v.tag_names
-    child = ScopedRebuild(fabric, tag, (WORLD_MATRIX, LOCAL_MATRIX), v.count, device, write=True)
+    child = ScopedRebuild(v, parents=False)
     wide = StageWideRebuild(scene, (WORLD_MATRIX, LOCAL_MATRIX), v.prim_paths, write=True)
 
     def scoped_loop() -> None:
