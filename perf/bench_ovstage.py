@@ -52,7 +52,6 @@ from scaling import ScopedRebuild, Timer, check_poses, machine_info
 
 import frameview
 from frameview import FabricFrameView, resolve_prim_paths
-from frameview.fabric.stage import LOCAL_MATRIX, WORLD_MATRIX
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BENCH_TAG = "frameview:bench:tag"
@@ -190,14 +189,13 @@ def measure(
     try:
         pos, quat = v.get_world_poses()
         checks.append(check_poses(arrays, pos.numpy(), quat.numpy(), f"{provider} {arrays.envs}"))
-        tag, parent_tag = v.tag_names
         variants = [("", True)] + ([("_gathered", False)] if provider == "ovstage" else [])
         for suffix, zero_copy in variants:
             if provider == "ovstage":
                 fabric._zero_copy = zero_copy  # the gathered variant: what a CUDA device does on every access
             with fabric.lock:
-                child = ScopedRebuild(fabric, tag, (WORLD_MATRIX, LOCAL_MATRIX), v.count, device, write=True)
-                parent = ScopedRebuild(fabric, parent_tag, (WORLD_MATRIX,), len(v.parent_paths), device, write=False)
+                child = ScopedRebuild(v, parents=False)
+                parent = ScopedRebuild(v, parents=True)
                 if not suffix:
                     rows.append(row(key, "selection_size", child.selection_size()))
                 rows.append(row(key, f"slot_rebuild{suffix}", timer(child)))
