@@ -18,7 +18,6 @@ import datetime
 import gc
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import warp as wp
+from scaling import machine_info  # one machine description for every perf script
 
 import frameview as fv
 
@@ -122,23 +122,6 @@ def summary(samples: list[float]) -> dict[str, float | int]:
         "min_s": min(samples),
         "max_s": max(samples),
         "reps": len(samples),
-    }
-
-
-def machine_info() -> dict[str, Any]:
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "warp": wp.__version__,
     }
 
 
@@ -292,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     if out is not None:
         result = {
             "benchmark": "create_mapping",
-            "machine": machine_info(),
+            "machine": machine_info("cpu"),
             "frameview_version": fv.__version__,
             "git_revision": git_revision(),
             "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -310,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         md = out.with_suffix(".md")
         header = (
             f"# create_mapping benchmark ({result['timestamp']})\n\n"
-            f"Machine: {result['machine']['cpu']}, {result['machine']['cpu_count']} cores, Python "
+            f"Machine: {result['machine']['cpu']}, {result['machine']['logical_cpus']} cores, Python "
             f"{result['machine']['python']}, Warp {result['machine']['warp']}; device {device}. "
             f"Source = target reversed. Seconds per call, {args.clock} clock; 1-min load average "
             f"{load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after.\n\n"

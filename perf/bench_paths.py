@@ -29,7 +29,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import re
 import resource
 import statistics
@@ -39,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pxr import Sdf, Usd
+from scaling import machine_info  # one machine description for every perf script
 
 import frameview
 from frameview import resolve_prim_paths
@@ -115,30 +115,6 @@ def time_call(fn: Callable[[], object], reps: int) -> dict:
         "min_cpu_s": min(cpu),
         "max_cpu_s": max(cpu),
         "reps": reps,
-    }
-
-
-def machine_info() -> dict:
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    mem_gib = None
-    try:
-        with open("/proc/meminfo") as f:
-            mem_gib = round(int(next(line for line in f if line.startswith("MemTotal")).split()[1]) / 2**20, 1)
-    except (OSError, StopIteration):
-        pass
-    return {
-        "platform": platform.platform(),
-        "cpu": cpu,
-        "logical_cpus": os.cpu_count(),
-        "memory_gib": mem_gib,
-        "loadavg_1min_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-        "python": platform.python_version(),
-        "usd": ".".join(map(str, Usd.GetVersion())),
     }
 
 
@@ -219,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     baseline_reps = args.baseline_reps or (2 if args.quick else 5)
     out = args.out or (None if args.quick else Path(__file__).parent / "results" / "paths_cpu.json")
 
-    machine = machine_info()
+    machine = machine_info("cpu")
     rows: list[dict] = []
     stages: list[dict] = []
     t_start = time.perf_counter()
