@@ -16,7 +16,13 @@ from typing import Any
 
 import numpy as np
 import warp as wp
-from pxr import Gf, Sdf, Usd, UsdGeom, Vt
+
+try:
+    from pxr import Gf, Sdf, Usd, UsdGeom, Vt
+except ImportError as exc:  # usd-core is the optional extra frameview[usd]; Kit ships its own pxr
+    raise ImportError(
+        "UsdFrameView needs pxr: install frameview[usd] (or run inside Kit / Isaac Sim, which ships pxr)", name="pxr"
+    ) from exc
 
 from .base import BaseFrameView
 from .kernels.transforms import (
