@@ -6,25 +6,34 @@ from __future__ import annotations
 import random
 import re
 
+import numpy as np
 import pytest
+from helpers import decompose_all, xform_cache_world
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pxr import Sdf, Usd
+from pxr import Gf, Sdf, Usd, UsdGeom
 
 import frameview
+import frameview as fv
+from frameview.fabric.memory import attach as attach_memory
 from frameview.paths import PrimTree, resolve_prim_paths
 
 _NAMES = ["World", "env_0", "env_1", "env_2", "env_10", "env_x", "Robot", "Camera", "a", "a_1", "_b", "B2", "c0d"]
 _REGEXES = ["env_.*", r"env_\d+", ".*", "[A-Z].*", "a|_b", "a.*", r"\w+_\d", "(env|a)_.+", "c[0-9]d"]
+# Regexes whose character classes hold '/' (Isaac Lab's style): the '/' must not split the component.
+_REGEXES += ["env_[^/]+", "[^/]*", "[^/]", r"[]/a-z]+", r"[^]/]+_[0-9]+", r"[\]/\w]+", r"[/\[A-Z][^/]*"]
 
 
 def _is_regex(component: str) -> bool:
     return any(ch in ".^$*+?{}[]\\|()" for ch in component)
 
 
-def _brute_force(stage: Usd.Stage, pattern: str) -> list[str]:
-    """Truth: visit every prim of the stage and full-match each path component (independent of the resolver)."""
-    components = pattern[1:].split("/")
+def _brute_force(stage: Usd.Stage, pattern: str, components: list[str] | None = None) -> list[str]:
+    """Truth: visit every prim of the stage and full-match each path component (independent of the resolver).
+
+    ``components`` defaults to ``pattern`` split at every ``/``: pass them for a pattern with ``/`` in a class.
+    """
+    components = pattern[1:].split("/") if components is None else components
     matchers = [re.compile(c if _is_regex(c) else re.escape(c)) for c in components]
     out = []
     for prim in stage.Traverse():
@@ -53,18 +62,20 @@ def _random_layer(rng: random.Random) -> Sdf.Layer:
     return layer
 
 
-def _random_pattern(rng: random.Random, known_paths: list[str]) -> str:
-    """A random pattern; most start from a known path (visible or not) with some components swapped for regexes."""
+def _random_pattern(rng: random.Random, known_paths: list[str]) -> tuple[str, list[str]]:
+    """A random pattern and its components (as generated, never re-split); most start from a known path (visible
+    or not) with some components swapped for regexes."""
     if known_paths and rng.random() < 0.8:
         components = rng.choice(known_paths)[1:].split("/")
         for i, component in enumerate(components):
             if rng.random() < 0.5:
                 matching = [rx for rx in _REGEXES if re.fullmatch(rx, component)]
                 components[i] = rng.choice(matching if matching and rng.random() < 0.8 else _REGEXES)
-        return "/" + "/".join(components)
-    return "/" + "/".join(
-        rng.choice(_NAMES) if rng.random() < 0.5 else rng.choice(_REGEXES) for _ in range(rng.randint(1, 4))
-    )
+    else:
+        components = [
+            rng.choice(_NAMES) if rng.random() < 0.5 else rng.choice(_REGEXES) for _ in range(rng.randint(1, 4))
+        ]
+    return "/" + "/".join(components), components
 
 
 def _env_stage(envs: int = 4, *, with_camera=lambda i: True) -> Usd.Stage:
@@ -120,8 +131,8 @@ def test_patterns_match_brute_force_on_random_stages(seed: int) -> None:
     stage = Usd.Stage.Open(_random_layer(rng))
     known_paths = [prim.GetPath().pathString for prim in stage.TraverseAll()]
     for _ in range(25):
-        pattern = _random_pattern(rng, known_paths)
-        truth = _brute_force(stage, pattern)
+        pattern, components = _random_pattern(rng, known_paths)
+        truth = _brute_force(stage, pattern, components)
         if truth:
             assert resolve_prim_paths(pattern, stage) == truth, pattern
         else:
@@ -147,8 +158,7 @@ def test_prim_tree_protocol_matches_brute_force(seed: int) -> None:
     assert isinstance(tree, PrimTree)
     known_paths = tree.all_paths()
     for _ in range(25):
-        pattern = _random_pattern(rng, known_paths)
-        components = pattern[1:].split("/")
+        pattern, components = _random_pattern(rng, known_paths)
         matchers = [re.compile(c if _is_regex(c) else re.escape(c)) for c in components]
         truth = [
             p
@@ -319,6 +329,78 @@ def test_invisible_prims_are_not_matched(kind: str) -> None:
         resolve_prim_paths("/World/.*/Sub", stage)
 
 
+def _parents_stage(count: int = 4) -> Usd.Stage:
+    """Isaac Lab's fixture: /World/Parent_i at (0, 0, 1), each with a Child at (0.1, 0, 0.05) relative to it."""
+    stage = Usd.Stage.CreateInMemory()
+    UsdGeom.Xform.Define(stage, "/World")
+    for i in range(count):
+        UsdGeom.Xform.Define(stage, f"/World/Parent_{i}").AddTranslateOp().Set(Gf.Vec3d(0.0, 0.0, 1.0))
+        UsdGeom.Xform.Define(stage, f"/World/Parent_{i}/Child").AddTranslateOp().Set(Gf.Vec3d(0.1, 0.0, 0.05))
+    UsdGeom.Xform.Define(stage, "/World/Other/Child")
+    return stage
+
+
+_CHILDREN = [f"/World/Parent_{i}/Child" for i in range(4)]
+
+
+@pytest.mark.parametrize(
+    "pattern, components",
+    [
+        ("/World/Parent_[^/]*/Child", ["World", "Parent_[^/]*", "Child"]),
+        ("/World/Parent_[^/]+/Child", ["World", "Parent_[^/]+", "Child"]),
+        (r"/World/[]/P]arent_[0-9]/Child", ["World", r"[]/P]arent_[0-9]", "Child"]),  # leading ']' is a member
+        (r"/World/[^]/O][^/]*/Child", ["World", r"[^]/O][^/]*", "Child"]),  # leading ']' after '^'
+        (r"/World/[\]/\w]+_\d/Child", ["World", r"[\]/\w]+_\d", "Child"]),  # escaped ']' keeps the class open
+        ("/[^/]+/Parent_[/0-9]/[C/]hild", ["[^/]+", "Parent_[/0-9]", "[C/]hild"]),
+    ],
+)
+def test_slash_inside_a_character_class_does_not_split(pattern: str, components: list[str]) -> None:
+    """A '/' inside '[...]' (also after a leading ']' or '^]', or an escaped ']') belongs to its component."""
+    stage = _parents_stage()
+    assert _brute_force(stage, pattern, components) == _CHILDREN
+    assert resolve_prim_paths(pattern, stage) == _CHILDREN
+    assert resolve_prim_paths(pattern, attach_memory(stage, "cpu")) == _CHILDREN
+
+
+def test_slash_class_patterns_resolve_level_by_level() -> None:
+    """A component with '/' in a class is still one level: it lists the children of its parent only."""
+    parents = {f"Parent_{i}": {"Child": {}, **{f"f{j}": {"g": {}} for j in range(30)}} for i in range(10)}
+    tree = _DictTree({"World": {**parents, "Filler": {f"x{j}": {"Child": {}} for j in range(300)}}})
+    paths = resolve_prim_paths("/World/Parent_[^/]*/Child", tree)
+    assert paths == [f"/World/Parent_{i}/Child" for i in range(10)]
+    assert tree.listed == ["/World"]
+    assert tree.lookups == 1 + 10  # "/World" once, then "Child" once per parent
+
+
+def test_isaac_lab_parent_child_fixture_on_both_backends(device: str) -> None:
+    """Isaac Lab's "/World/Parent_[^/]*/Child" builds a UsdFrameView and a FabricFrameView whose world poses equal
+    UsdGeom.XformCache: (0.1, 0, 1.05), identity rotation."""
+    stage = _parents_stage()
+    pattern = "/World/Parent_[^/]*/Child"
+    assert resolve_prim_paths(pattern, attach_memory(stage, device)) == _CHILDREN
+    t, q, _ = decompose_all(xform_cache_world(stage, _CHILDREN))
+    np.testing.assert_allclose(t, np.tile([0.1, 0.0, 1.05], (4, 1)), atol=1e-12)
+    for make in (fv.UsdFrameView, fv.FabricFrameView):
+        with make(pattern, stage=stage, device=device) as view:
+            assert list(view.prim_paths) == _CHILDREN
+            pos, quat = view.get_world_poses()
+            np.testing.assert_allclose(pos.numpy(), t, atol=1e-6)
+            np.testing.assert_allclose(np.abs(quat.numpy()), np.abs(q), atol=1e-6)
+
+
+def test_no_match_error_keeps_slash_class_components_whole() -> None:
+    """The no-match error quotes the pattern and its components unsplit (an escaped '/' does not split either)."""
+    stage = _parents_stage()
+    with pytest.raises(
+        ValueError, match=re.escape("matched 4 prims up to '/World/Parent_[^/]*', none has a child named 'Lidar'")
+    ):
+        resolve_prim_paths("/World/Parent_[^/]*/Lidar", stage)
+    with pytest.raises(ValueError, match=re.escape("'/World' has no child whose name matches 'Robot_[^/]+'")):
+        resolve_prim_paths("/World/Robot_[^/]+/Child", stage)
+    with pytest.raises(ValueError, match=re.escape("'/World' has no child whose name matches 'Parent_0\\\\/Child'")):
+        resolve_prim_paths(r"/World/Parent_0\/Child", stage)  # an escaped '/' does not split, and never matches
+
+
 @pytest.mark.parametrize(
     "pattern, message",
     [
@@ -329,6 +411,8 @@ def test_invisible_prims_are_not_matched(kind: str) -> None:
         ("/World/envs/", r"no empty components .* got '/World/envs/'"),
         ("/World/env_[0-9", r"component 1 'env_\[0-9' of '/World/env_\[0-9' is not a valid regular expression"),
         ("/World/(env", r"component 1 '\(env' .* not a valid regular expression"),
+        ("/World/env_[^/]+(/Robot", r"component 1 'env_\[\^/\]\+\(' of '/World/env_\[\^/\]\+\(/Robot' is not a valid"),
+        ("/World/env_[0-9/Robot", r"component 1 'env_\[0-9' of '/World/env_\[0-9/Robot' is not a valid regular"),
         ("/World/bad name", r"component 1 'bad name' .* neither a valid prim name .* nor a regular expression"),
         ("/World/0env", r"component 1 '0env' .* neither a valid prim name"),
     ],

@@ -5,8 +5,15 @@ A *pattern* is an absolute prim path whose components may be regular expressions
 ``/World/envs/env_.*/Robot/Camera``. A component is a regular expression only when it contains a regex
 metacharacter (one of ``.^$*+?{}[]\\|()``); otherwise it is a literal prim name. Regex components are
 full-matched (:func:`re.fullmatch`) against the names of the children of each prim matched so far, so
-``env_.*`` matches ``env_0`` and ``env_12`` but ``env_`` alone is a literal name. Components cannot contain
-``/``; ``.`` and ``..`` are regex components, not relative-path steps.
+``env_.*`` matches ``env_0`` and ``env_12`` but ``env_`` alone is a literal name. ``.`` and ``..`` are regex
+components, not relative-path steps.
+
+The pattern is split into components at every ``/`` except one inside a regex character class, so
+``/World/Parent_[^/]*/Child`` has the three components ``World``, ``Parent_[^/]*`` and ``Child`` (Isaac Lab writes
+patterns this way). A class follows Python's :mod:`re` rules: it opens at an unescaped ``[``, a ``]`` right after
+the ``[`` or ``[^`` is a member, ``\\]`` is an escaped member, and it closes at the next unescaped ``]``. A ``/``
+escaped outside a class (``\\/``) does not split either, but it can never match: prim names contain no ``/``. A
+``[`` that is never closed opens no class, and its component is reported as an invalid regular expression.
 
 Resolution never visits the whole stage: a literal component is one direct child lookup per current match
 (consecutive literal components are looked up together as one path), and a regex component lists only the
@@ -99,7 +106,7 @@ class _UsdPrimTree:
     """:class:`PrimTree` over a pxr ``Usd.Stage`` with the default child predicate, instance proxies excluded."""
 
     def __init__(self, stage: Any) -> None:
-        from pxr import Usd  # pxr is a core dependency; imported here to keep `import frameview.paths` cheap
+        from pxr import Usd  # only for pxr stages: pxr is optional (frameview[usd]) and never needed at import
 
         self._get_prim = stage.GetPrimAtPath
         self._predicate = Usd.PrimDefaultPredicate
@@ -127,7 +134,7 @@ def _as_prim_tree(stage: Any) -> PrimTree:
         return stage
     try:
         from pxr import Usd
-    except ImportError:  # pragma: no cover - usd-core is a core dependency
+    except ImportError:  # no pxr (frameview[usd] not installed): the stage cannot be a pxr stage
         Usd = None
     if Usd is not None and isinstance(stage, Usd.Stage):
         return _UsdPrimTree(stage)
@@ -146,6 +153,50 @@ def _entry_to_str(entry: Any, name: str) -> str:
     raise TypeError(f"{name}: expected a str or Sdf.Path, got {type(entry).__name__}")
 
 
+def _class_end(pattern: str, start: int) -> int:
+    """Index just past the character class opened by the ``[`` at ``start``, or -1 when it is never closed.
+
+    Python's :mod:`re` rules: an optional ``^``, then a ``]`` in first position is a member; ``\\`` escapes the
+    next character; the class closes at the next ``]``.
+    """
+    i = start + 1
+    if i < len(pattern) and pattern[i] == "^":
+        i += 1
+    if i < len(pattern) and pattern[i] == "]":
+        i += 1
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+        elif ch == "]":
+            return i + 1
+        else:
+            i += 1
+    return -1
+
+
+def _split_components(pattern: str) -> list[str]:
+    """Split ``pattern`` (without its leading ``/``) at every ``/`` that is neither escaped nor inside a
+    character class: ``"World/Parent_[^/]*/Child"`` -> ``["World", "Parent_[^/]*", "Child"]``."""
+    if "[" not in pattern and "\\" not in pattern:
+        return pattern.split("/")
+    components: list[str] = []
+    start = i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "/":
+            components.append(pattern[start:i])
+            start = i = i + 1
+        elif ch == "\\":
+            i += 2
+        elif ch == "[" and (end := _class_end(pattern, i)) != -1:
+            i = end
+        else:
+            i += 1
+    components.append(pattern[start:])
+    return components
+
+
 def _parse_pattern(pattern: str, name: str) -> tuple[tuple[str, re.Pattern[str] | None], ...]:
     """Validate ``pattern`` and split it into groups, each regex compiled once.
 
@@ -158,7 +209,7 @@ def _parse_pattern(pattern: str, name: str) -> tuple[tuple[str, re.Pattern[str] 
             f"{name}: expected an absolute prim path starting with '/', got {pattern!r}; "
             f"write it as '/{pattern}' if it is meant from the stage root"
         )
-    components = pattern[1:].split("/")
+    components = _split_components(pattern[1:])
     if pattern == "/" or "" in components:
         raise ValueError(
             f"{name}: expected a prim path with no empty components (no '//', no trailing '/', not the root "
@@ -195,7 +246,7 @@ def _parse_pattern(pattern: str, name: str) -> tuple[tuple[str, re.Pattern[str] 
 
 def _no_match_error(name: str, pattern: str, tree: PrimTree, matches: list[str], level: int, group: str) -> ValueError:
     """Build the error for a pattern whose group at ``level`` matched nothing below ``matches``."""
-    components = pattern[1:].split("/")
+    components = _split_components(pattern[1:])
     if group.startswith("/"):  # a literal run: find the first of its names that no current match has
         names = group[1:].split("/")
         base, base_level = matches, level
