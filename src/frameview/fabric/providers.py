@@ -18,7 +18,16 @@ FABRIC_PROVIDERS = ("auto", "memory", "ovstage", "usdrt")
 _INSTALL = {
     "ovstage": "pip install 'frameview[ovstage]'  (or: pip install ovstage)",
     "usdrt": "usdrt ships with Isaac Sim / Omniverse Kit and is not on PyPI: run inside Isaac Sim's Python",
+    "pxr": "install frameview[usd] (or run inside Kit / Isaac Sim, which ships pxr)",
 }
+
+
+def _require_pxr(what: str) -> None:
+    """Raise the ImportError that names the ``frameview[usd]`` extra when pxr cannot be imported."""
+    try:
+        import pxr.Usd  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(f"{what} needs pxr: {_INSTALL['pxr']}", name="pxr") from exc
 
 
 def _is_pxr_stage(stage: Any) -> bool:
@@ -75,6 +84,7 @@ def open_fabric_stage(stage: Any, device: str, provider: str = "auto") -> Fabric
     if chosen == "memory":
         if kind != "pxr":
             raise ValueError(f"fabric_provider='memory' needs a pxr Usd.Stage, got a {kind} stage")
+        _require_pxr("populating the embedded Fabric model (fabric_provider='memory') from a pxr stage")
         from .memory import attach
 
         return attach(stage, device)
