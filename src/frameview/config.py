@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - the return type of make_frame_view, without importing the views
+    from .base import BaseFrameView
 
 __all__ = ["FrameViewCfg", "available_backends", "make_frame_view", "register_backend"]
 
@@ -18,6 +22,10 @@ BackendFactory = Callable[..., Any]
 """``factory(prim_path, *, stage, device, **options) -> BaseFrameView``."""
 
 ENTRY_POINT_GROUP = "frameview.backends"
+
+_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+DEVICE_FORMS = ["cpu", "cuda", "cuda:N"]
+"""The device strings FrameViewCfg accepts (Warp's names; ``"cuda"`` is Warp's current CUDA device)."""
 
 
 @dataclasses.dataclass
@@ -31,7 +39,8 @@ class FrameViewCfg:
     Attributes:
         prim_path: A path, a regex pattern per path component (``/World/envs/env_.*/Camera``), or a list of them.
         backend: A registered backend name (:func:`available_backends`): ``"usd"``, ``"fabric"``, ...
-        device: Warp device of the returned arrays (``"cpu"``, ``"cuda:0"``).
+        device: Warp device of the returned arrays: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``. :meth:`validate` checks
+            that a CUDA device is visible before any stage work (``"no CUDA device is visible; use device='cpu'"``).
         fabric_provider: For the Fabric backend: ``"auto"``, ``"memory"``, ``"ovstage"`` or ``"usdrt"``.
         options: Extra keyword arguments passed to the backend's constructor.
     """
@@ -60,7 +69,14 @@ class FrameViewCfg:
         return dataclasses.asdict(self)
 
     def validate(self) -> None:
-        """Check the fields before any work is done (unknown backend or provider, empty prim_path)."""
+        """Check the fields before any work is done: prim_path, backend, provider and device.
+
+        Raises:
+            ValueError: Empty prim_path, unknown backend or provider (the message lists the valid ones), a device
+                string Warp does not name (``"gpu"``), or a CUDA device that is not visible here (e.g. ``"cuda:0"``
+                on a machine without a GPU: use ``device="cpu"``).
+            TypeError: prim_path or device of the wrong type.
+        """
         if not self.prim_path:
             raise ValueError("FrameViewCfg.prim_path: expected a path, a pattern or a list of them, got nothing")
         if not isinstance(self.prim_path, (str, list, tuple)):
@@ -74,6 +90,33 @@ class FrameViewCfg:
             raise ValueError(
                 f"FrameViewCfg.fabric_provider: expected one of {list(FABRIC_PROVIDERS)}, got {self.fabric_provider!r}"
             )
+        check_device(self.device, "FrameViewCfg.device")
+
+
+def check_device(device: object, what: str = "device") -> None:
+    """Check that ``device`` names a Warp device that exists on this machine, without building anything.
+
+    ``"cpu"`` is always accepted; a CUDA device must be visible to Warp (this initialises Warp once).
+
+    Raises:
+        TypeError: ``device`` is not a string.
+        ValueError: An unknown device string, or a CUDA device this machine does not have.
+    """
+    if not isinstance(device, str):
+        raise TypeError(f"{what}: expected a device string such as 'cpu' or 'cuda:0', got {type(device).__name__}")
+    if not _DEVICE.fullmatch(device):
+        raise ValueError(f"{what}: unknown device {device!r}; expected one of {DEVICE_FORMS} (Warp's device names)")
+    if device == "cpu":
+        return
+    import warp as wp
+
+    count = wp.get_cuda_device_count()
+    if count == 0:
+        raise ValueError(f"{what}={device!r}: no CUDA device is visible; use device='cpu'")
+    ordinal = int(device.partition(":")[2] or 0)
+    if ordinal >= count:
+        visible = [f"cuda:{i}" for i in range(count)]
+        raise ValueError(f"{what}={device!r}: no such CUDA device; visible: {visible} (or use device='cpu')")
 
 
 def _usd_factory(prim_path: str | Sequence[str], *, stage: Any, device: str, **options: Any) -> Any:
@@ -129,7 +172,7 @@ def available_backends() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def make_frame_view(cfg: FrameViewCfg | Mapping[str, Any], stage: Any) -> Any:
+def make_frame_view(cfg: FrameViewCfg | Mapping[str, Any], stage: Any) -> BaseFrameView:
     """Build the FrameView a config asks for.
 
     Args:
@@ -140,7 +183,8 @@ def make_frame_view(cfg: FrameViewCfg | Mapping[str, Any], stage: Any) -> Any:
         The view (a :class:`frameview.BaseFrameView`).
 
     Raises:
-        ValueError: Unknown backend (the message lists the available ones), provider, or config key.
+        ValueError: Unknown backend (the message lists the available ones), provider, config key or device, or a
+            CUDA device that is not visible: all checked before the backend touches the stage.
     """
     if not isinstance(cfg, FrameViewCfg):
         cfg = FrameViewCfg.from_dict(cfg)
@@ -149,4 +193,5 @@ def make_frame_view(cfg: FrameViewCfg | Mapping[str, Any], stage: Any) -> Any:
     if cfg.backend == "fabric":
         options.setdefault("fabric_provider", cfg.fabric_provider)
     factory = _REGISTRY[cfg.backend]
-    return factory(cfg.prim_path, stage=stage, device=cfg.device, **options)
+    view: BaseFrameView = factory(cfg.prim_path, stage=stage, device=cfg.device, **options)
+    return view

@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``python -m frameview``: what this machine can run.
+
+Prints the version, the registered backends, the Fabric providers that can load here (and why the others cannot),
+and the Warp devices, so that a user knows which ``FrameViewCfg`` values will work before building a stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from . import __version__
+
+# provider -> (what it is, the module it needs, how to get that module)
+_PROVIDERS = {
+    "memory": ("the embedded Fabric model, populated from a pxr Usd.Stage", "pxr", "pip install 'frameview[usd]'"),
+    "ovstage": (
+        "real Fabric without Kit, for an ovstage.Stage",
+        "ovstage",
+        "pip install 'frameview[ovstage]' (its native runtime needs libGL.so.1: Debian/Ubuntu package libgl1)",
+    ),
+    "usdrt": (
+        "real Fabric inside Kit / Isaac Sim",
+        "usdrt",
+        "usdrt ships with Isaac Sim / Omniverse Kit and is not on PyPI: run inside Isaac Sim's Python",
+    ),
+}
+
+# backend -> the module it needs to load (None: nothing beyond the package's dependencies)
+_BACKEND_NEEDS = {"usd": "pxr", "fabric": None}
+
+_PACKAGES = ("warp-lang", "numpy", "usd-core", "ovstage", "torch")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _try_import(module: str) -> str | None:
+    """``None`` when ``module`` imports, else why it does not (the exception, one line)."""
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # an import can fail with any error (a native library missing: OSError, ...)
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+    return None
+
+
+def report() -> str:
+    """The text ``python -m frameview`` prints."""
+    lines = [f"frameview {__version__} ({Path(__file__).resolve().parent})"]
+    versions = [f"python {sys.version.split()[0]}"]
+    versions += [f"{d} {v}" if (v := _version(d)) else f"{d}: not installed" for d in _PACKAGES]
+    lines.append(", ".join(versions))
+
+    from .config import available_backends
+
+    cannot: dict[str, str] = {}
+    for module in {"pxr", *(m for _, m, _ in _PROVIDERS.values())}:
+        why = _try_import(module)
+        if why is not None:
+            cannot[module] = why
+
+    lines += ["", "backends (FrameViewCfg.backend):"]
+    for name in available_backends():
+        need = _BACKEND_NEEDS.get(name, None if name in _BACKEND_NEEDS else "?")
+        if need == "?":
+            lines.append(f"  {name:<8} registered by a plug-in (frameview.backends entry point)")
+        elif need in cannot:
+            lines.append(f"  {name:<8} cannot load here: needs {need} ({cannot[need]}); {_PROVIDERS['memory'][2]}")
+        else:
+            lines.append(f"  {name:<8} ok")
+
+    lines += ["", "fabric providers (FrameViewCfg.fabric_provider):"]
+    for name, (what, module, how) in _PROVIDERS.items():
+        if module in cannot:
+            lines.append(f"  {name:<8} cannot load here: {cannot[module]}")
+            lines.append(f"  {'':<8} {what}; to get it: {how}")
+        else:
+            lines.append(f"  {name:<8} ok: {what}")
+    auto = "usdrt" if "usdrt" not in cannot else "memory"
+    lines.append(f"  {'auto':<8} picks {auto} for a pxr stage here, ovstage for an ovstage.Stage (and logs its choice)")
+
+    lines += ["", "devices (FrameViewCfg.device):"]
+    try:
+        import warp as wp
+
+        wp.config.quiet = True
+        if hasattr(wp, "LOG_WARNING"):
+            wp.config.log_level = wp.LOG_WARNING
+        wp.init()
+        lines.append(f"  {'cpu':<8} ok")
+        cuda = [d for d in wp.get_devices() if d.is_cuda]
+        for d in cuda:
+            mem = getattr(d, "total_memory", 0) / 2**30
+            lines.append(f"  {d.alias:<8} ok: {d.name}, {mem:.1f} GiB")
+        if not cuda:
+            lines.append(f"  {'cuda:N':<8} none: no CUDA device is visible to Warp; use device='cpu'")
+    except Exception as exc:  # Warp itself failing to load is worth saying, not a traceback
+        lines.append(f"  Warp did not initialise: {type(exc).__name__}: {exc}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m frameview", description=__doc__.split("\n\n")[1])
+    parser.add_argument("--version", action="version", version=f"frameview {__version__}")
+    parser.parse_args(argv)
+    print(report())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
