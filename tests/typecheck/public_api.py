@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Typed use of the public API, checked by mypy (``./scripts/test`` runs ``python -m mypy``; never executed).
+
+mypy reports errors in this file only (``follow_imports = "silent"`` in pyproject.toml): it proves that what a user
+writes against ``frameview`` type-checks and that the public names carry precise types, not ``Any``. A
+``type: ignore[assert-type]`` marks a type that is still too loose; ``warn_unused_ignores`` fails the check once it
+is fixed, so that the ignore is removed and the assertion starts to hold.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import warp as wp
+
+import frameview as fv
+
+if TYPE_CHECKING:
+    from typing_extensions import assert_type  # typeshed ships it; nothing is imported at run time
+
+
+def build_from_config(stage: Any) -> fv.BaseFrameView:
+    cfg = fv.FrameViewCfg.from_dict({"prim_path": "/World/envs/env_.*/Camera", "backend": "fabric", "device": "cpu"})
+    assert_type(cfg, fv.FrameViewCfg)
+    view = fv.make_frame_view(cfg, stage)
+    assert_type(view, fv.BaseFrameView)
+    assert_type(view.count, int)
+    assert_type(view.prim_paths, tuple[str, ...])
+    pos, _quat = view.get_world_poses(indices=[0, 2])
+    assert_type(pos, wp.array)  # type: ignore[assert-type]  # Any until base.py's _synchronized keeps signatures
+    view.set_world_poses(positions=pos, orientations=None, indices=[0, 2])
+    return view
+
+
+def use_a_view(stage: Any) -> None:
+    with fv.FabricFrameView("/World/envs/env_.*/Camera", stage=stage, device="cpu") as cams:
+        assert_type(cams, fv.FabricFrameView)  # type: ignore[assert-type]  # until BaseFrameView.__enter__ returns Self
+        _pos, quat = cams.get_world_poses()
+        assert_type(quat, wp.array)  # type: ignore[assert-type]  # Any until base.py's _synchronized keeps signatures
+    usd = fv.UsdFrameView(["/World/envs/env_0/Camera"], stage=stage, device="cpu")
+    try:
+        scales = usd.get_world_scales()
+        assert_type(scales, wp.array)  # type: ignore[assert-type]  # Any until base.py's _synchronized keeps signatures
+    finally:
+        usd.close()
+
+
+def mapping_and_registry() -> None:
+    mapping = fv.create_mapping(["/a", "/b"], ["/b", "/a"])
+    if mapping is not None:
+        assert_type(mapping, wp.array)
+    names = fv.available_backends()
+    assert_type(names, list[str])
+    assert_type(fv.__version__, str)
