@@ -21,6 +21,7 @@ Config errors (unknown backend, key or convention) are reported before any stage
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import json
@@ -31,11 +32,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import warp as wp
-from pxr import Gf, Sdf, Usd, UsdGeom
+try:
+    import numpy as np
+    import warp as wp
+    from pxr import Gf, Sdf, Usd, UsdGeom
 
-import frameview as fv
+    import frameview as fv
+except ImportError as exc:  # run outside frameview's environment: say how to get into it
+    raise SystemExit(
+        f"reset_env: {exc}. Run the example in frameview's environment: ./scripts/run examples/reset_env.py "
+        "(creates .venv on first use), or `source .venv/bin/activate` first, or pip install 'frameview[usd]' pyyaml."
+    ) from exc
 
 DEFAULT_CONFIG = Path(__file__).with_name("env_config.yaml")
 
@@ -214,12 +221,14 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     stage = build_stage(num_envs, scene, env)
     t_stage = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
     robot_cfg = dataclasses.replace(view_cfg, prim_path=scene["robot_prim_path"])
-    robots = fv.make_frame_view(robot_cfg, stage)
-    cameras = fv.make_frame_view(view_cfg, stage)
-    t_views = time.perf_counter() - t0
-    try:
+    with contextlib.ExitStack() as views:  # closes every view built so far on every path, errors included
+        t0 = time.perf_counter()
+        robots = fv.make_frame_view(robot_cfg, stage)
+        views.callback(robots.close)
+        cameras = fv.make_frame_view(view_cfg, stage)
+        views.callback(cameras.close)
+        t_views = time.perf_counter() - t0
         if robots.count != num_envs or cameras.count != num_envs:
             raise ValueError(
                 f"expected one robot and one camera per env ({num_envs}), got {robots.count} robots "
@@ -288,9 +297,6 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             "reset_envs_per_step": float(np.mean(reset_sizes)) if reset_sizes else 0.0,
             "stage": stage,
         }
-    finally:
-        cameras.close()
-        robots.close()
     return result
 
 
