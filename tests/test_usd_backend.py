@@ -233,22 +233,49 @@ def test_non_standard_stacks_are_standardised_on_first_write(caplog: pytest.LogC
     assert len(records) == 1 and "/P/RotateXYZ" in records[0].getMessage()
 
 
-def test_sheared_local_write_raises_and_writes_nothing() -> None:
-    """A prim whose local matrix has shear is readable, but a write raises ValueError naming it; nothing is written."""
+def test_sheared_local_rotation_write_raises_and_writes_nothing() -> None:
+    """A prim whose local matrix has shear is readable; a rotation write (which would drop the shear) raises
+    ValueError naming it and writes nothing, as on the Fabric backend."""
     stage = Usd.Stage.CreateInMemory()
     _xform(stage, "/Fine").AddTranslateOp().Set(Gf.Vec3d(1.0, 0.0, 0.0))
     sheared = np.eye(4)
     sheared[1, 0] = 0.5
     sheared[3, :3] = [0.0, 2.0, 0.0]
     _xform(stage, "/Sheared").AddTransformOp().Set(Gf.Matrix4d(sheared.tolist()))
+    quats = np.tile([0.0, 0.0, 0.0, 1.0], (2, 1))
     with fv.UsdFrameView(["/Fine", "/Sheared"], stage=stage) as view:
         np.testing.assert_allclose(view.get_world_poses()[0].numpy(), [[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
         before = stage.GetRootLayer().ExportToString()
+        for call in (view.set_world_poses, view.set_local_poses):
+            with pytest.raises(ValueError, match=r"'/Sheared'.*shear.*nothing was written"):
+                call(None, quats)
+            assert stage.GetRootLayer().ExportToString() == before
         with pytest.raises(ValueError, match=r"'/Sheared'.*shear.*nothing was written"):
-            view.set_world_poses(positions=np.zeros((2, 3)))
+            view.set_local_scales(np.ones((2, 3)))
         assert stage.GetRootLayer().ExportToString() == before
         view.set_world_poses(positions=np.zeros((1, 3)), indices=[0])  # the other prim is still writable
     assert _attr(stage, "/Fine", "xformOp:translate").Get() == Gf.Vec3d(0.0, 0.0, 0.0)
+
+
+def test_sheared_local_translation_write_keeps_the_shear() -> None:
+    """A translation-only write on a sheared prim is exact and keeps the upper 3x3 (shear included) bit for bit."""
+    stage = Usd.Stage.CreateInMemory()
+    sheared = np.eye(4)
+    sheared[1, 0] = 0.5
+    sheared[3, :3] = [0.0, 2.0, 0.0]
+    _xform(stage, "/Sheared").AddTransformOp().Set(Gf.Matrix4d(sheared.tolist()))
+    child = _xform(stage, "/Sheared/Child")
+    child.AddTranslateOp().Set(Gf.Vec3d(1.0, 1.0, 0.0))
+    with fv.UsdFrameView("/Sheared", stage=stage) as view:
+        view.set_local_poses(translations=np.array([[3.0, 4.0, 5.0]]))
+        local = xform_cache_local(stage, ["/Sheared"])[0]
+        np.testing.assert_array_equal(local[:3, :3], sheared[:3, :3])
+        np.testing.assert_allclose(local[3, :3], [3.0, 4.0, 5.0])
+        view.set_world_poses(positions=np.array([[-1.0, 0.5, 2.0]]))
+        np.testing.assert_allclose(xform_cache_world(stage, ["/Sheared"])[0][3, :3], [-1.0, 0.5, 2.0], atol=1e-12)
+        np.testing.assert_array_equal(xform_cache_local(stage, ["/Sheared"])[0][:3, :3], sheared[:3, :3])
+    truth = np.array([1.0, 1.0, 0.0, 1.0]) @ xform_cache_world(stage, ["/Sheared"])[0]
+    np.testing.assert_allclose(xform_cache_world(stage, ["/Sheared/Child"])[0][3, :3], truth[:3], atol=1e-12)
 
 
 # ---------------------------------------------------------------- hierarchy corner cases
@@ -318,7 +345,7 @@ def test_world_write_under_a_singular_parent_raises() -> None:
     _xform(stage, "/Flat/Child").AddTranslateOp().Set(Gf.Vec3d(0.0, 1.0, 0.0))
     with fv.UsdFrameView("/Flat/Child", stage=stage) as view:
         before = stage.GetRootLayer().ExportToString()
-        with pytest.raises(ValueError, match=r"'/Flat/Child'.*not finite.*nothing was written"):
+        with pytest.raises(ValueError, match=r"'/Flat/Child'.*singular.*nothing was written"):
             view.set_world_poses(positions=np.ones((1, 3)))
         assert stage.GetRootLayer().ExportToString() == before
         view.set_local_poses(translations=np.ones((1, 3)))  # local writes need no inverse

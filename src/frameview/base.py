@@ -13,10 +13,30 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from ._rows import (
+    ALL,
+    CODE_INDEX_DUPLICATE,
+    CODE_INDEX_RANGE,
+    CODE_RESULT_NOT_FINITE,
+    CODE_SHEAR,
+    CODE_SINGULAR_PARENT,
+    CODE_VALUE_NOT_FINITE,
+    CODE_ZERO_QUATERNION,
+    INDEXED,
+    MASK,
+    DeviceErrors,
+    Rows,
+    report,
+    split_status,
+)
+
 __all__ = ["BaseFrameView"]
 
 IndicesLike = Any
 """``None`` (all), or int32/uint32/int64 indices as a Warp array, NumPy array, torch tensor, list, tuple or range."""
+
+MaskLike = Any
+"""``None``, or a boolean (N,) Warp array, torch tensor or NumPy array selecting view prims (N = the view's count)."""
 
 ArrayLike = Any
 """A Warp array, NumPy array or torch tensor of shape (M, 3) or (M, 4) (or a Warp vector array of shape (M,))."""
@@ -25,27 +45,85 @@ _INDEX_KINDS = ("i", "u")
 _WARP_INDEX_DTYPES = (wp.int32, wp.uint32, wp.int64)
 
 
-@wp.kernel
-def _find_invalid_rows(
+@wp.kernel(enable_backward=False)
+def check_values(
     # inputs
     values: wp.array2d(dtype=wp.float32),
     check_norm: int,
     # outputs
-    first_bad_out: wp.array(dtype=wp.int32),
+    status_out: wp.array(dtype=wp.int32),
 ):
-    """Record the smallest row index holding a non-finite value (or a zero-norm row when ``check_norm``)."""
+    """Record the first row holding a non-finite value (or a zero-norm row when ``check_norm``)."""
     i = wp.tid()
-    bad = int(0)
     norm = float(0.0)
     for j in range(values.shape[1]):
         v = values[i, j]
         if not wp.isfinite(v):
-            bad = 1
+            report(status_out, i, CODE_VALUE_NOT_FINITE)
+            return
         norm += v * v
     if check_norm != 0 and norm < 1.0e-12:
-        bad = 1
-    if bad != 0:
-        wp.atomic_min(first_bad_out, 0, i)
+        report(status_out, i, CODE_ZERO_QUATERNION)
+
+
+@wp.kernel(enable_backward=False)
+def narrow_indices(
+    # inputs
+    indices: wp.array(dtype=wp.int64),
+    count: int,
+    # outputs
+    out: wp.array(dtype=wp.int32),
+):
+    """int64 / uint32 view indices -> int32, out-of-range values -> -1 (the kernels reading them report it)."""
+    k = wp.tid()
+    v = indices[k]
+    if v < wp.int64(0) or v >= wp.int64(count):
+        out[k] = -1
+    else:
+        out[k] = wp.int32(v)
+
+
+@wp.kernel(enable_backward=False)
+def narrow_indices_u32(
+    # inputs
+    indices: wp.array(dtype=wp.uint32),
+    count: int,
+    # outputs
+    out: wp.array(dtype=wp.int32),
+):
+    """uint32 view indices -> int32, out-of-range values -> -1."""
+    k = wp.tid()
+    v = indices[k]
+    if v >= wp.uint32(count):
+        out[k] = -1
+    else:
+        out[k] = wp.int32(v)
+
+
+@wp.kernel(enable_backward=False)
+def scatter_vec3(
+    # inputs
+    src: wp.array(dtype=wp.vec3f),
+    indices: wp.array(dtype=wp.int32),
+    # outputs
+    dst_out: wp.array(dtype=wp.vec3f),
+):
+    """``dst_out[indices[k]] = src[k]`` (host-bound backends' masked reads)."""
+    k = wp.tid()
+    dst_out[indices[k]] = src[k]
+
+
+@wp.kernel(enable_backward=False)
+def scatter_quat(
+    # inputs
+    src: wp.array(dtype=wp.quatf),
+    indices: wp.array(dtype=wp.int32),
+    # outputs
+    dst_out: wp.array(dtype=wp.quatf),
+):
+    """``dst_out[indices[k]] = src[k]``."""
+    k = wp.tid()
+    dst_out[indices[k]] = src[k]
 
 
 def _synchronized(method: Callable) -> Callable:
@@ -73,7 +151,12 @@ class BaseFrameView(abc.ABC):
     Arrays returned by getters are ``wp.array`` on :attr:`device`: positions and scales ``wp.vec3f`` of shape (M,),
     orientations ``wp.quatf`` of shape (M,), **xyzw**. ``.numpy()`` gives (M, 3) / (M, 4) and ``wp.to_torch`` a tensor
     of the same shape without a copy. The view owns these buffers and reuses them: the next call of the same getter
-    from the same thread overwrites them, so clone what you keep.
+    from the same thread overwrites them (a ``wp.to_torch`` tensor of an output too), so clone what you keep.
+
+    Rows: every getter and setter takes ``indices`` (M view indices; row ``k`` is prim ``indices[k]``) or ``mask``
+    (a boolean (N,) array; data and outputs have N rows and only the masked rows are read or written), not both.
+    Device inputs are checked on the device, without a host round trip; see :meth:`check` for when their errors
+    are raised.
 
     Threads: a view is meant to be used from one thread, the one that steps the simulation. Calls from other threads
     are safe, not parallel: every public method runs under the view's lock (the Fabric stage's lock for Fabric views,
@@ -84,6 +167,9 @@ class BaseFrameView(abc.ABC):
         >>> with fv.UsdFrameView("/World/envs/env_.*/Camera", stage=stage) as view:  # doctest: +SKIP
         ...     pos, quat = view.get_world_poses()
     """
+
+    _device_rows = False
+    """Whether the backend takes device indices and masks as they are (kernels check them), or host indices."""
 
     def __init__(self, prim_path: str | Sequence[str], prim_paths: Sequence[str], *, device: str) -> None:
         self._pattern = prim_path if isinstance(prim_path, str) else list(prim_path)
@@ -97,7 +183,8 @@ class BaseFrameView(abc.ABC):
         self._index_stage = None if self._device.is_cpu else wp.empty_like(self._index_buffer, device="cpu")
         self._index_host = (self._index_buffer if self._index_stage is None else self._index_stage).numpy()
         self._heads: dict[tuple[int, int], wp.array] = {}
-        self._first_bad = wp.empty(1, dtype=wp.int32, device=self._device)
+        self._errors = DeviceErrors(self._device)
+        self._all_rows = Rows(ALL, self.count)
 
     # ---------------------------------------------------------------- properties
 
@@ -136,69 +223,94 @@ class BaseFrameView(abc.ABC):
     # ---------------------------------------------------------------- getters
 
     @_synchronized
-    def get_world_poses(self, indices: IndicesLike = None) -> tuple[wp.array, wp.array]:
+    def get_world_poses(self, indices: IndicesLike = None, mask: MaskLike = None) -> tuple[wp.array, wp.array]:
         """World poses of the prims.
 
         Args:
             indices: View indices to read, ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices``: the outputs have N rows, only masked ones are filled.
 
         Returns:
             Positions, (M,) ``wp.vec3f``, world frame, stage units; orientations, (M,) ``wp.quatf``, **xyzw**, world
-            frame. Buffers owned by the view, overwritten by the next call.
+            frame. Buffers owned by the view, overwritten by the next call (clone what you keep).
         """
-        idx = self._prepare(indices)
-        pos, quat = self._outputs("world_pos", wp.vec3f, idx), self._outputs("world_quat", wp.quatf, idx)
-        if pos.shape[0] > 0:
-            self._read_world_poses(idx, pos, quat)
-        return pos, quat
+        return self._get_poses("world", indices, mask)
 
     @_synchronized
-    def get_local_poses(self, indices: IndicesLike = None) -> tuple[wp.array, wp.array]:
+    def get_local_poses(self, indices: IndicesLike = None, mask: MaskLike = None) -> tuple[wp.array, wp.array]:
         """Local poses (relative to the parent prim).
 
         Args:
             indices: View indices to read, ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices`` (N-row outputs, masked rows filled).
 
         Returns:
             Translations, (M,) ``wp.vec3f``, parent frame; orientations, (M,) ``wp.quatf``, **xyzw**, parent frame.
-            Buffers owned by the view, overwritten by the next call.
+            Buffers owned by the view, overwritten by the next call (clone what you keep).
         """
-        idx = self._prepare(indices)
-        pos, quat = self._outputs("local_pos", wp.vec3f, idx), self._outputs("local_quat", wp.quatf, idx)
-        if pos.shape[0] > 0:
-            self._read_local_poses(idx, pos, quat)
+        return self._get_poses("local", indices, mask)
+
+    @_synchronized
+    def get_world_scales(self, indices: IndicesLike = None, mask: MaskLike = None) -> wp.array:
+        """World scales: the lengths of the world matrix axes (assumes no shear; a mirror shows on x).
+
+        Args:
+            indices: View indices to read, ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices`` (N-row output, masked rows filled).
+
+        Returns:
+            (M,) ``wp.vec3f``. Buffer owned by the view, overwritten by the next call.
+        """
+        return self._get_scales("world", indices, mask)
+
+    @_synchronized
+    def get_local_scales(self, indices: IndicesLike = None, mask: MaskLike = None) -> wp.array:
+        """Local scales: the lengths of the local matrix axes (assumes no shear; a mirror shows on x).
+
+        Args:
+            indices: View indices to read, ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices`` (N-row output, masked rows filled).
+
+        Returns:
+            (M,) ``wp.vec3f``. Buffer owned by the view, overwritten by the next call.
+        """
+        return self._get_scales("local", indices, mask)
+
+    def _get_poses(self, space: str, indices: IndicesLike, mask: MaskLike) -> tuple[wp.array, wp.array]:
+        rows = self._prepare(indices, mask)
+        pos = self._outputs(f"{space}_pos", wp.vec3f, rows.count)
+        quat = self._outputs(f"{space}_quat", wp.quatf, rows.count)
+        if rows.count == 0:
+            return pos, quat
+        read = self._read_world_poses if space == "world" else self._read_local_poses
+        if rows.kind == MASK and not self._device_rows:
+            idx = self._host_mask_indices(rows)
+            if idx.shape[0]:
+                tmp_pos = self._outputs(f"{space}_pos_masked", wp.vec3f, idx.shape[0])
+                tmp_quat = self._outputs(f"{space}_quat_masked", wp.quatf, idx.shape[0])
+                read(Rows(INDEXED, idx.shape[0], indices=idx), tmp_pos, tmp_quat)
+                wp.launch(scatter_vec3, idx.shape[0], inputs=[tmp_pos, idx], outputs=[pos], device=self._device)
+                wp.launch(scatter_quat, idx.shape[0], inputs=[tmp_quat, idx], outputs=[quat], device=self._device)
+            return pos, quat
+        read(rows, pos, quat)
+        self._settle_rows(rows, "read")
         return pos, quat
 
-    @_synchronized
-    def get_world_scales(self, indices: IndicesLike = None) -> wp.array:
-        """World scales: the lengths of the world matrix axes (assumes no shear).
-
-        Args:
-            indices: View indices to read, ``None`` for all.
-
-        Returns:
-            (M,) ``wp.vec3f``. Buffer owned by the view, overwritten by the next call.
-        """
-        idx = self._prepare(indices)
-        out = self._outputs("world_scale", wp.vec3f, idx)
-        if out.shape[0] > 0:
-            self._read_world_scales(idx, out)
-        return out
-
-    @_synchronized
-    def get_local_scales(self, indices: IndicesLike = None) -> wp.array:
-        """Local scales: the lengths of the local matrix axes (assumes no shear).
-
-        Args:
-            indices: View indices to read, ``None`` for all.
-
-        Returns:
-            (M,) ``wp.vec3f``. Buffer owned by the view, overwritten by the next call.
-        """
-        idx = self._prepare(indices)
-        out = self._outputs("local_scale", wp.vec3f, idx)
-        if out.shape[0] > 0:
-            self._read_local_scales(idx, out)
+    def _get_scales(self, space: str, indices: IndicesLike, mask: MaskLike) -> wp.array:
+        rows = self._prepare(indices, mask)
+        out = self._outputs(f"{space}_scale", wp.vec3f, rows.count)
+        if rows.count == 0:
+            return out
+        read = self._read_world_scales if space == "world" else self._read_local_scales
+        if rows.kind == MASK and not self._device_rows:
+            idx = self._host_mask_indices(rows)
+            if idx.shape[0]:
+                tmp = self._outputs(f"{space}_scale_masked", wp.vec3f, idx.shape[0])
+                read(Rows(INDEXED, idx.shape[0], indices=idx), tmp)
+                wp.launch(scatter_vec3, idx.shape[0], inputs=[tmp, idx], outputs=[out], device=self._device)
+            return out
+        read(rows, out)
+        self._settle_rows(rows, "read")
         return out
 
     # ---------------------------------------------------------------- setters
@@ -209,21 +321,22 @@ class BaseFrameView(abc.ABC):
         positions: ArrayLike | None = None,
         orientations: ArrayLike | None = None,
         indices: IndicesLike = None,
+        mask: MaskLike = None,
     ) -> None:
-        """Set world poses; children follow, the prims' scales are kept.
+        """Set world poses; children follow, the prims' local scales are kept.
+
+        ``orientations=None`` keeps each prim's local rotation and scale and solves its local translation only;
+        ``positions=None`` keeps its local translation. Exact under any parent whose world matrix is a similarity
+        (uniform scale, mirrors included); see docs/reliability.md for non-uniformly scaled parents.
 
         Args:
             positions: (M, 3) world positions, or ``None`` to keep them.
             orientations: (M, 4) **xyzw** world orientations (normalised here; a zero quaternion is rejected), or
                 ``None`` to keep them.
             indices: View indices to write (M of them, each at most once), ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
         """
-        idx = self._prepare(indices, write=True)
-        rows = self._rows(idx)
-        pos = self._coerce_rows(positions, "positions", wp.vec3f, rows)
-        quat = self._coerce_rows(orientations, "orientations", wp.quatf, rows)
-        if rows > 0 and (pos is not None or quat is not None):
-            self._write_world_poses(idx, pos, quat)
+        self._set("world", indices, mask, (positions, "positions", wp.vec3f), (orientations, "orientations", wp.quatf))
 
     @_synchronized
     def set_local_poses(
@@ -231,6 +344,7 @@ class BaseFrameView(abc.ABC):
         translations: ArrayLike | None = None,
         orientations: ArrayLike | None = None,
         indices: IndicesLike = None,
+        mask: MaskLike = None,
     ) -> None:
         """Set local poses (relative to the parent); children follow, the prims' scales are kept.
 
@@ -238,29 +352,117 @@ class BaseFrameView(abc.ABC):
             translations: (M, 3) translations in the parent frame, or ``None`` to keep them.
             orientations: (M, 4) **xyzw** orientations in the parent frame (normalised here), or ``None``.
             indices: View indices to write (M of them, each at most once), ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
         """
-        idx = self._prepare(indices, write=True)
-        rows = self._rows(idx)
-        pos = self._coerce_rows(translations, "translations", wp.vec3f, rows)
-        quat = self._coerce_rows(orientations, "orientations", wp.quatf, rows)
-        if rows > 0 and (pos is not None or quat is not None):
-            self._write_local_poses(idx, pos, quat)
+        self._set(
+            "local", indices, mask, (translations, "translations", wp.vec3f), (orientations, "orientations", wp.quatf)
+        )
 
     @_synchronized
-    def set_local_scales(self, scales: ArrayLike, indices: IndicesLike = None) -> None:
+    def set_local_scales(self, scales: ArrayLike, indices: IndicesLike = None, mask: MaskLike = None) -> None:
         """Set local scales; the prims' local translation and rotation are kept, children follow.
 
         Args:
             scales: (M, 3) per-axis scales.
             indices: View indices to write (M of them, each at most once), ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
         """
-        idx = self._prepare(indices, write=True)
-        rows = self._rows(idx)
         if scales is None:
             raise ValueError("scales: expected an (M, 3) array, got None")
-        values = self._coerce_rows(scales, "scales", wp.vec3f, rows)
-        if rows > 0:
-            self._write_local_scales(idx, values)
+        self._set("scale", indices, mask, (scales, "scales", wp.vec3f))
+
+    def _set(self, what: str, indices: IndicesLike, mask: MaskLike, *values: tuple[Any, str, type]) -> None:
+        rows = self._prepare(indices, mask, write=True)
+        select = None
+        if rows.kind == MASK and not self._device_rows:
+            select = self._host_mask_indices(rows)
+        pairs = [self._coerce_rows(v, name, dtype, rows.count, select=select) for v, name, dtype in values]
+        coerced = [array for array, _host in pairs]
+        if select is not None:
+            rows = Rows(INDEXED, select.shape[0], indices=select)
+        if rows.count == 0 or all(c is None for c in coerced):
+            return
+        if what == "scale":
+            self._write_local_scales(rows, coerced[0])
+        elif what == "world":
+            self._write_world_poses(rows, coerced[0], coerced[1])
+        else:
+            self._write_local_poses(rows, coerced[0], coerced[1])
+        from_host = rows.checked and all(host for _array, host in pairs)
+        self._settle_rows(rows, f"set_{what}" if what != "scale" else "set_local_scales", now=from_host)
+
+    # ---------------------------------------------------------------- errors found on the device
+
+    @_synchronized
+    def check(self) -> None:
+        """Wait for this view's queued device work and raise the first error it recorded.
+
+        With device inputs on CUDA (Warp arrays, torch CUDA tensors), bad indices, non-finite values, zero
+        quaternions, singular parents and sheared local matrices are found by the kernels, without a host round trip;
+        a rejected write writes nothing. The error is raised by the view's first call after the GPU finished the
+        faulty one, or by this method (call it e.g. once per training iteration, or after replaying a captured
+        graph). On the CPU, and for host inputs (lists, NumPy), errors are raised by the faulty call itself.
+        """
+        self._check_open()
+        self._errors.check(self._status_error("an earlier call", None))
+
+    def _settle_rows(self, rows: Rows, call: str, now: bool = False) -> None:
+        self._errors.settle(self._status_error(call, rows), now=now)
+
+    def _status_error(self, call: str, rows: Rows | None) -> Callable[[int], Exception]:
+        """A factory: status word -> the exception naming the argument, row, index or prim."""
+
+        def make(value: int) -> Exception:
+            row, code = split_status(value)
+            index = row
+            if rows is not None and rows.kind == INDEXED:
+                index = self._source_index(rows, row)
+            written = "nothing was written" if call.startswith("set") else "the rows read are not valid"
+            if code == int(CODE_INDEX_RANGE):
+                return IndexError(
+                    f"{call}: indices: row {row} holds index {index}, out of range for a view of count={self.count}; "
+                    f"{written}"
+                )
+            if code == int(CODE_INDEX_DUPLICATE):
+                return ValueError(
+                    f"{call}: indices: index {index} appears more than once in a write; expected each index at most "
+                    f"once (drop the duplicates and their rows); {written}"
+                )
+            if code == int(CODE_VALUE_NOT_FINITE):
+                return ValueError(f"{call}: row {row} holds a non-finite value; {written}")
+            if code == int(CODE_ZERO_QUATERNION):
+                return ValueError(f"{call}: orientations: row {row} holds a zero-norm quaternion; {written}")
+            prim = self._prim_paths[index] if 0 <= index < self.count else f"<row {row}>"
+            if code == int(CODE_SINGULAR_PARENT):
+                return ValueError(
+                    f"prim {prim!r}: its parent's world matrix is singular (e.g. a zero scale), so no world pose can "
+                    f"be written under it; write its local pose instead; {written}"
+                )
+            if code == int(CODE_SHEAR):
+                return ValueError(
+                    f"prim {prim!r}: its local transform has shear, which a rotation or scale write would drop; write "
+                    f"its translation only, or remove the shear from its xformOps; {written}"
+                )
+            if code == int(CODE_RESULT_NOT_FINITE):
+                return ValueError(
+                    f"prim {prim!r}: the new local transform is not finite (a degenerate parent or local matrix); "
+                    f"{written}"
+                )
+            return RuntimeError(f"{call}: device error code {code} at row {row}")
+
+        return make
+
+    @staticmethod
+    def _source_index(rows: Rows, row: int) -> int:
+        """The view index the caller passed at ``row`` (error path: may copy from the device)."""
+        source = rows.source if rows.source is not None else rows.indices
+        try:
+            if _is_torch_tensor(source):
+                return int(source[row].item())
+            host = source.numpy() if isinstance(source, wp.array) else np.asarray(source)
+            return int(host[row])
+        except Exception:  # the caller changed or freed it: report the row
+            return row
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -282,32 +484,32 @@ class BaseFrameView(abc.ABC):
     # ---------------------------------------------------------------- backend hooks
 
     @abc.abstractmethod
-    def _read_world_poses(self, indices: wp.array | None, pos_out: wp.array, quat_out: wp.array) -> None:
-        """Fill ``pos_out``/``quat_out`` (vec3f/quatf, one row per index) from world matrices."""
+    def _read_world_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
+        """Fill ``pos_out``/``quat_out`` (vec3f/quatf, one per row) from world matrices."""
 
     @abc.abstractmethod
-    def _read_local_poses(self, indices: wp.array | None, pos_out: wp.array, quat_out: wp.array) -> None:
+    def _read_local_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
         """Fill ``pos_out``/``quat_out`` from local matrices."""
 
     @abc.abstractmethod
-    def _read_world_scales(self, indices: wp.array | None, scale_out: wp.array) -> None:
+    def _read_world_scales(self, rows: Rows, scale_out: wp.array) -> None:
         """Fill ``scale_out`` from world matrices."""
 
     @abc.abstractmethod
-    def _read_local_scales(self, indices: wp.array | None, scale_out: wp.array) -> None:
+    def _read_local_scales(self, rows: Rows, scale_out: wp.array) -> None:
         """Fill ``scale_out`` from local matrices."""
 
     @abc.abstractmethod
-    def _write_world_poses(self, indices: wp.array | None, pos: wp.array | None, quat: wp.array | None) -> None:
-        """Write world poses (validated, on the view's device); ``None`` keeps a component."""
+    def _write_world_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
+        """Write world poses (on the view's device); ``None`` keeps a component. Errors go to the status word."""
 
     @abc.abstractmethod
-    def _write_local_poses(self, indices: wp.array | None, pos: wp.array | None, quat: wp.array | None) -> None:
-        """Write local poses (validated, on the view's device); ``None`` keeps a component."""
+    def _write_local_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
+        """Write local poses (on the view's device); ``None`` keeps a component."""
 
     @abc.abstractmethod
-    def _write_local_scales(self, indices: wp.array | None, scales: wp.array) -> None:
-        """Write local scales (validated, on the view's device)."""
+    def _write_local_scales(self, rows: Rows, scales: wp.array) -> None:
+        """Write local scales (on the view's device)."""
 
     def _release(self) -> None:  # noqa: B027 - optional hook
         """Release backend resources; called once by :meth:`close`."""
@@ -318,12 +520,22 @@ class BaseFrameView(abc.ABC):
         if self._closed:
             raise RuntimeError(f"{self!r} is closed: create a new view to keep reading or writing these prims")
 
-    def _prepare(self, indices: IndicesLike, write: bool = False) -> wp.array | None:
-        """Check the view is open and turn ``indices`` into a bounds-checked int32 array on the device; a ``write``
-        also needs each index once (two rows for one prim race on a GPU: neither would reliably win)."""
+    def _prepare(self, indices: IndicesLike, mask: MaskLike = None, write: bool = False) -> Rows:
+        """Check the view is open, report errors of earlier device calls, and turn ``indices`` / ``mask`` into
+        :class:`Rows`. Host indices are checked here (a write also needs each index once: two rows for one prim
+        race on a GPU); device indices and masks are checked by the kernels, without a host round trip."""
         self._check_open()
+        self._errors.poll()
+        if mask is not None:
+            if indices is not None:
+                raise TypeError("indices and mask: pass one of them, not both")
+            return Rows(MASK, self.count, mask=self._mask_to_device(mask))
         if indices is None:
-            return None
+            return self._all_rows
+        if self._device_rows:
+            device_rows = self._device_indices(indices)
+            if device_rows is not None:
+                return device_rows
         host = self._indices_to_numpy(indices)
         if host.size:
             low, high = int(host.min()), int(host.max())
@@ -341,12 +553,70 @@ class BaseFrameView(abc.ABC):
                     )
         n = host.size
         if n > self._index_buffer.shape[0]:  # more indices than prims (repeated reads): a one-off array
-            return wp.array(np.ascontiguousarray(host, dtype=np.int32), dtype=wp.int32, device=self._device)
+            out = wp.array(np.ascontiguousarray(host, dtype=np.int32), dtype=wp.int32, device=self._device)
+            return Rows(INDEXED, n, indices=out)
         self._index_host[:n] = host  # bounds checked above: the int32 cast is exact
         out = self._head(self._index_buffer, n)
         if n and self._index_stage is not None:  # pageable staging: the copy has consumed it when wp.copy returns
             wp.copy(out, self._index_stage, count=n)
-        return out
+        return Rows(INDEXED, n, indices=out)
+
+    def _device_indices(self, indices: IndicesLike) -> Rows | None:
+        """Indices already on the view's device, as int32 without a host round trip (None: take the host path)."""
+        if _is_torch_tensor(indices):
+            if str(indices.device) == "cpu" or indices.dtype not in _torch_index_dtypes():
+                return None
+            if wp.device_from_torch(indices.device) != self._device:
+                return None
+            source = indices
+            indices = wp.from_torch(indices.contiguous())
+        elif isinstance(indices, wp.array):
+            source = indices
+        else:
+            return None
+        if indices.device != self._device or indices.dtype not in _WARP_INDEX_DTYPES:
+            return None
+        if indices.ndim != 1:
+            raise ValueError(f"indices: expected a 1-D array of indices, got shape {tuple(indices.shape)}")
+        n = indices.shape[0]
+        if indices.dtype == wp.int32 and indices.is_contiguous:
+            return Rows(INDEXED, n, indices=indices, checked=False, source=source)
+        if n <= self._index_buffer.shape[0]:
+            out = self._head(self._index_buffer, n)
+        else:
+            out = wp.empty(n, dtype=wp.int32, device=self._device)
+        if n:
+            kernel = narrow_indices_u32 if indices.dtype == wp.uint32 else narrow_indices
+            wp.launch(kernel, dim=n, inputs=[indices, self.count], outputs=[out], device=self._device)
+        return Rows(INDEXED, n, indices=out, checked=False, source=source)
+
+    def _mask_to_device(self, mask: MaskLike) -> wp.array:
+        """A boolean (N,) mask as a ``wp.bool`` array on the view's device (zero-copy for device inputs)."""
+        if _is_torch_tensor(mask):
+            if mask.dtype != sys.modules["torch"].bool:
+                raise TypeError(f"mask: expected a boolean tensor, got dtype {mask.dtype}")
+            if tuple(mask.shape) != (self.count,):
+                raise ValueError(f"mask: expected shape ({self.count},), got {tuple(mask.shape)}")
+            if str(mask.device) != "cpu" and wp.device_from_torch(mask.device) == self._device:
+                return wp.from_torch(mask.contiguous(), dtype=wp.bool)
+            mask = mask.detach().cpu().numpy()
+        if isinstance(mask, wp.array):
+            if mask.dtype != wp.bool:
+                raise TypeError(f"mask: expected a Warp array of dtype wp.bool, got {mask.dtype}")
+            if mask.shape != (self.count,):
+                raise ValueError(f"mask: expected shape ({self.count},), got {mask.shape}")
+            return mask if mask.device == self._device else wp.clone(mask, device=self._device)
+        host = np.asarray(mask)
+        if host.dtype != np.bool_:
+            raise TypeError(f"mask: expected booleans, got dtype {host.dtype} (for view indices pass indices=...)")
+        if host.shape != (self.count,):
+            raise ValueError(f"mask: expected shape ({self.count},), got {host.shape}")
+        return wp.array(host, dtype=wp.bool, device=self._device)
+
+    def _host_mask_indices(self, rows: Rows) -> wp.array:
+        """The masked view indices as int32 on the device (host-bound backends: one host round trip)."""
+        idx = np.flatnonzero(rows.mask.numpy()).astype(np.int32)
+        return wp.array(idx, dtype=wp.int32, device=self._device)
 
     def _indices_to_numpy(self, indices: IndicesLike) -> np.ndarray:
         if isinstance(indices, wp.array):
@@ -359,7 +629,7 @@ class BaseFrameView(abc.ABC):
             host = indices.detach().cpu().numpy()
         elif isinstance(indices, (list, tuple, range)):
             if any(isinstance(i, (bool, np.bool_)) for i in indices):
-                raise TypeError("indices: expected integers, got booleans (for a mask use np.flatnonzero(mask))")
+                raise TypeError("indices: expected integers, got booleans (for a mask pass mask=...)")
             try:
                 host = np.asarray(indices) if len(indices) else np.empty(0, dtype=np.int64)
             except ValueError as exc:  # ragged nested lists
@@ -369,19 +639,15 @@ class BaseFrameView(abc.ABC):
                 f"indices: expected None, a list, or an integer Warp/NumPy/torch array, got {type(indices).__name__}"
             )
         if host.dtype == np.bool_:
-            raise TypeError("indices: boolean masks are not accepted; pass np.flatnonzero(mask) instead")
+            raise TypeError("indices: boolean masks are not indices; pass mask=... (or np.flatnonzero(mask))")
         if host.dtype.kind not in _INDEX_KINDS:
             raise TypeError(f"indices: expected integer indices (int32, uint32 or int64), got dtype {host.dtype}")
         if host.ndim != 1:
             raise ValueError(f"indices: expected a 1-D array of indices, got shape {tuple(host.shape)}")
         return host
 
-    def _rows(self, indices: wp.array | None) -> int:
-        return self.count if indices is None else indices.shape[0]
-
-    def _outputs(self, name: str, dtype: type, indices: wp.array | None) -> wp.array:
-        """The view-owned output buffer ``name``, cut to one row per requested index."""
-        rows = self._rows(indices)
+    def _outputs(self, name: str, dtype: type, rows: int) -> wp.array:
+        """The view-owned output buffer ``name``, cut to ``rows`` rows."""
         buffers = getattr(self._thread_buffers, "buffers", None)
         if buffers is None:
             buffers = self._thread_buffers.buffers = {}
@@ -403,52 +669,86 @@ class BaseFrameView(abc.ABC):
             head = self._heads[key] = buf[:rows]  # holds ``buf``: its address cannot be reused while cached
         return head
 
-    def _coerce_rows(self, value: ArrayLike | None, name: str, dtype: type, rows: int) -> wp.array | None:
-        """Check ``value`` is (rows, width) floating point and finite; return it as ``dtype`` on the view's device."""
+    def _coerce_rows(
+        self, value: ArrayLike | None, name: str, dtype: type, rows: int, select: wp.array | None = None
+    ) -> tuple[wp.array | None, bool]:
+        """Check ``value`` is (rows, width) floating point; return it as ``dtype`` on the view's device, and whether
+        it came from the host (``None`` counts as host data).
+
+        Host data is checked for non-finite values (and zero quaternions) here, at once; device data by the
+        backend's kernels (``_device_rows``) or by one check launch. ``select``: keep only these rows (host-bound
+        backends' masked writes).
+        """
         if value is None:
-            return None
+            return None, True
         width = _width(dtype)
-        arr = self._to_float32_rows(value, name, width)
+        arr, from_host = self._to_float32_rows(value, name, width)
         if arr.shape[0] != rows:
             raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({arr.shape[0]}, {width})")
         if rows == 0:
-            return None
-        if str(arr.device) != str(self._device):
+            return None, from_host
+        check_norm = dtype is wp.quatf
+        if from_host:
+            host = arr.numpy()
+            bad = ~np.isfinite(host).all(axis=1)
+            if check_norm:
+                bad |= (host * host).sum(axis=1) < 1.0e-12
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                values = host[row].tolist()
+                what = "a zero-norm quaternion" if np.all(np.isfinite(values)) else "a non-finite value"
+                raise ValueError(f"{name}: row {row} holds {what} {values}; nothing was written")
+        if select is not None:
+            host = arr.numpy()[select.numpy()]
+            arr = wp.array(host, dtype=wp.float32, device=self._device)
+        elif str(arr.device) != str(self._device):
             arr = wp.clone(arr, device=self._device)
-        self._first_bad.fill_(rows)
-        check_norm = 1 if dtype is wp.quatf else 0
-        wp.launch(
-            _find_invalid_rows, dim=rows, inputs=[arr, check_norm], outputs=[self._first_bad], device=self._device
-        )
-        first_bad = int(self._first_bad.numpy()[0])
-        if first_bad < rows:
-            row = arr.numpy()[first_bad].tolist()
-            what = "a zero-norm quaternion" if check_norm and np.all(np.isfinite(row)) else "a non-finite value"
-            raise ValueError(f"{name}: row {first_bad} holds {what} {row}; nothing was written")
-        return arr.view(dtype)
+        if not from_host and not self._device_rows:
+            status = self._errors.status
+            wp.launch(check_values, dim=arr.shape[0], inputs=[arr, int(check_norm)], outputs=[status],
+                      device=self._device)  # fmt: skip
+            self._errors.settle(self._value_error(name, arr), now=True)
+        return arr.view(dtype), from_host
 
-    def _to_float32_rows(self, value: ArrayLike, name: str, width: int) -> wp.array:
-        """Any accepted array type -> a contiguous float32 wp.array2d of shape (M, width) (zero-copy when possible)."""
+    def _value_error(self, name: str, arr: wp.array) -> Callable[[int], Exception]:
+        def make(value: int) -> Exception:
+            row, code = split_status(value)
+            values = arr.numpy()[row].tolist()
+            what = "a zero-norm quaternion" if code == int(CODE_ZERO_QUATERNION) else "a non-finite value"
+            return ValueError(f"{name}: row {row} holds {what} {values}; nothing was written")
+
+        return make
+
+    def _to_float32_rows(self, value: ArrayLike, name: str, width: int) -> tuple[wp.array, bool]:
+        """Any accepted array type -> (a float32 wp.array2d of shape (M, width), whether it came from the host).
+
+        Zero-copy when possible."""
         expected = f"(M, {width}) float32/float64"
+        from_host = False
         if isinstance(value, wp.array):
-            if _width(value.dtype) == width and value.ndim == 1 and value.dtype in (wp.vec3f, wp.quatf):
+            from_host = value.device.is_cpu
+            if _width(value.dtype) == width and value.ndim == 1 and value.dtype in (wp.vec3f, wp.quatf, wp.vec4f):
                 value = value.view(wp.float32).reshape((value.shape[0], width))
-            elif value.dtype in (wp.vec3d, wp.quatd) and value.ndim == 1 and _width(value.dtype) == width:
+            elif value.dtype in (wp.vec3d, wp.quatd, wp.vec4d) and value.ndim == 1 and _width(value.dtype) == width:
                 value = value.numpy().astype(np.float32)
+                from_host = True
             elif value.dtype in (wp.float32, wp.float64) and value.ndim == 2:
                 if value.dtype == wp.float64 or not value.is_contiguous:
                     value = value.numpy().astype(np.float32)
+                    from_host = True
             else:
                 raise TypeError(f"{name}: expected {expected} data, got a Warp array of dtype {value.dtype}")
         elif _is_torch_tensor(value):
             if not value.is_floating_point():
                 raise TypeError(f"{name}: expected {expected} data, got a torch tensor of dtype {value.dtype}")
+            from_host = str(value.device) == "cpu"
             value = value.detach()
             value = value.to(dtype=sys.modules["torch"].float32).contiguous()
             if value.ndim != 2 or value.shape[1] != width:
                 raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
             value = wp.from_torch(value, dtype=wp.float32)
         else:
+            from_host = True
             try:
                 host = np.asarray(value)
             except ValueError as exc:  # ragged nested lists
@@ -463,7 +763,12 @@ class BaseFrameView(abc.ABC):
             value = wp.array(value, dtype=wp.float32, device=device, copy=False)
         if value.ndim != 2 or value.shape[1] != width:
             raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
-        return value
+        return value, from_host
+
+
+def _torch_index_dtypes() -> tuple:
+    torch = sys.modules["torch"]
+    return (torch.int32, torch.int64)
 
 
 def _width(dtype: Any) -> int:

@@ -24,13 +24,18 @@ except ImportError as exc:  # usd-core is the optional extra frameview[usd]; Kit
         "UsdFrameView needs pxr: install frameview[usd] (or run inside Kit / Isaac Sim, which ships pxr)", name="pxr"
     ) from exc
 
+from ._rows import CODE_RESULT_NOT_FINITE, CODE_SHEAR, CODE_SINGULAR_PARENT, STATUS_CODES, Rows
 from .base import BaseFrameView
 from .kernels.transforms import (
-    compose_matrix,
+    SHEAR_TOLERANCE,
+    WRITE_NOT_FINITE,
+    WRITE_OK,
+    WRITE_SHEAR,
+    WRITE_SINGULAR_PARENT,
     decompose_matrices,
     decompose_matrix,
-    is_singular,
-    local_from_world_pose,
+    shear_error,
+    solve_local,
 )
 
 __all__ = ["UsdFrameView"]
@@ -40,10 +45,7 @@ logger = logging.getLogger(__name__)
 _USD_LOCK = threading.RLock()
 """Serialises every UsdFrameView call in the process: pxr authoring is not safe from several threads at once."""
 
-# Relative tolerance on |compose(decompose(m)) - m| above which a local matrix counts as sheared.
-_SHEAR_TOLERANCE = 1.0e-6
-
-_TRANSLATE, _ORIENT, _SCALE = 0, 1, 2
+_TRANSLATE, _ORIENT, _SCALE, _TRANSFORM = 0, 1, 2, 3
 _STANDARD_OP_NAMES = {"xformOp:translate": _TRANSLATE, "xformOp:orient": _ORIENT, "xformOp:scale": _SCALE}
 _OP_NAMES = {kind: name for name, kind in _STANDARD_OP_NAMES.items()}
 # attribute type name -> Gf constructor for a vec3 / quaternion given as float64 (x, y, z) / (x, y, z, w)
@@ -51,11 +53,12 @@ _VEC3_TYPES = {"double3": Gf.Vec3d, "float3": Gf.Vec3f, "half3": Gf.Vec3h}
 _QUAT_TYPES = {"quatd": (Gf.Quatd, Gf.Vec3d), "quatf": (Gf.Quatf, Gf.Vec3f), "quath": (Gf.Quath, Gf.Vec3h)}
 
 
-@wp.kernel
-def _solve_local_components(
+@wp.kernel(enable_backward=False)
+def _solve_writes(
     # inputs
     local: wp.array(dtype=wp.mat44d),
     parent_world: wp.array(dtype=wp.mat44d),
+    src_rows: wp.array(dtype=wp.int32),
     in_world: int,
     set_pos: int,
     pos: wp.array(dtype=wp.vec3f),
@@ -64,61 +67,76 @@ def _solve_local_components(
     set_scale: int,
     scale: wp.array(dtype=wp.vec3f),
     # outputs
+    local_out: wp.array(dtype=wp.mat44d),
     t_out: wp.array(dtype=wp.vec3d),
     q_out: wp.array(dtype=wp.quatd),
     s_out: wp.array(dtype=wp.vec3d),
-    shear_out: wp.array(dtype=wp.float64),
-    singular_out: wp.array(dtype=wp.int32),
+    sheared_out: wp.array(dtype=wp.int32),
+    status_out: wp.array(dtype=wp.int32),
 ):
-    """New local (translation, xyzw rotation, scale) after replacing the flagged components.
-
-    With ``in_world`` the given position / orientation are world-frame and are brought into the parent frame with
-    ``parent_world``; the local scale is always kept unless ``set_scale``. ``shear_out`` is the relative error of
-    recomposing the current local matrix from its components (> 0 when it holds shear); ``singular_out`` is 1 where
-    a world write meets a parent world matrix that cannot be inverted.
-    """
-    i = wp.tid()
-    m = local[i]
-    t, q, s = decompose_matrix(m)
-    r = compose_matrix(t, q, s)
-    err = wp.float64(0.0)
-    size = wp.float64(1.0)
-    for a in range(3):
-        size = wp.max(size, wp.abs(s[a]))
-        for b in range(3):
-            err = wp.max(err, wp.abs(r[a, b] - m[a, b]))
-    shear_out[i] = err / size
-    singular_out[i] = 0
-    if in_world != 0:
-        pw = parent_world[i]
-        if is_singular(pw):
-            singular_out[i] = 1
-        # the same world -> local solve as the Fabric backend: exact translation, rotation conj(q_parent) * q;
-        # the translation depends only on the position and the rotation only on the orientation
-        wt = wp.vec3d(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0))
-        wq = wp.quatd(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))
-        if set_pos != 0:
-            wt = wp.vec3d(pos[i])
-        if set_quat != 0:
-            wq = wp.normalize(wp.quatd(quat[i]))
-        ones = wp.vec3d(wp.float64(1.0), wp.float64(1.0), wp.float64(1.0))
-        lt, lq, _ls = decompose_matrix(local_from_world_pose(wt, wq, ones, pw))
-        if set_pos != 0:
-            t = lt
-        if set_quat != 0:
-            q = lq
-    else:
-        if set_pos != 0:
-            t = wp.vec3d(pos[i])
-        if set_quat != 0:
-            q = wp.normalize(wp.quatd(quat[i]))
-            if q[3] < wp.float64(0.0):
-                q = -q
+    """New local matrix (and its translate/orient/scale) of each written prim: the same :func:`solve_local` as the
+    Fabric backend. Row ``j`` reads the request at ``src_rows[j]``; ``sheared_out`` flags a sheared result."""
+    j = wp.tid()
+    r = src_rows[j]
+    t = wp.vec3d()
+    q = wp.quatd()
+    sc = wp.vec3d()
+    if set_pos != 0:
+        t = wp.vec3d(pos[r])
+    if set_quat != 0:
+        q = wp.quatd(quat[r])
     if set_scale != 0:
-        s = wp.vec3d(scale[i])
-    t_out[i] = t
-    q_out[i] = q
-    s_out[i] = s
+        sc = wp.vec3d(scale[r])
+    m, status = solve_local(local[j], parent_world[j], in_world, set_pos, t, set_quat, q, set_scale, sc)
+    local_out[j] = m
+    status_out[j] = status
+    lt, lq, ls = decompose_matrix(m)
+    t_out[j] = lt
+    q_out[j] = lq
+    s_out[j] = ls
+    sheared_out[j] = 0
+    if shear_error(m) > wp.float64(SHEAR_TOLERANCE):
+        sheared_out[j] = 1
+
+
+def _lost_state(prim: Usd.Prim) -> str | None:
+    """Why a viewed prim has no pose any more (``"was removed from the stage"``...), or None."""
+    if not prim.IsValid():
+        return "was removed from the stage"
+    if prim.IsInstanceProxy():
+        return "became an instance proxy (an ancestor was made instanceable)"
+    if not prim.IsActive():
+        return "was deactivated"
+    if not prim.IsA(UsdGeom.Xformable):
+        return f"became a {prim.GetTypeName() or 'typeless'} prim (not Xformable)"
+    return None
+
+
+def _rotation_for_scale(local: np.ndarray, scale: np.ndarray) -> np.ndarray | None:
+    """xyzw ``q`` with ``rotate(q) @ scale`` equal to the upper 3x3 of ``local`` (row-vector: row ``i`` is axis ``i``
+    times ``scale[i]``), or None when dividing out ``scale`` leaves no proper rotation."""
+    if np.any(np.abs(scale) < 1e-12):
+        return None
+    rot = local[:3, :3] / scale[:, None]
+    if np.abs(rot @ rot.T - np.eye(3)).max() > 1e-6 or np.linalg.det(rot) <= 0.0:
+        return None
+    gq = Gf.Matrix3d(*rot.ravel().tolist()).ExtractRotation().GetQuat()
+    out = np.array([*gq.GetImaginary(), gq.GetReal()], dtype=np.float64)
+    out /= np.linalg.norm(out)
+    return -out if out[3] < 0 else out
+
+
+def _nesting_levels(paths: list[str]) -> np.ndarray:
+    """For each path, how many of the other paths are its ancestors (0: no written ancestor)."""
+    written = set(paths)
+    levels = np.zeros(len(paths), dtype=np.int64)
+    for k, path in enumerate(paths):
+        parent = path.rsplit("/", 1)[0]
+        while parent:
+            if parent in written:
+                levels[k] += 1
+            parent = parent.rsplit("/", 1)[0]
+    return levels
 
 
 def _standard_ops(xformable: UsdGeom.Xformable) -> dict[int, UsdGeom.XformOp] | None:
@@ -231,58 +249,62 @@ class UsdFrameView(BaseFrameView):
 
     # ---------------------------------------------------------------- reads
 
-    def _read_world_poses(self, indices: wp.array | None, pos_out: wp.array, quat_out: wp.array) -> None:
-        scratch = self._outputs("usd_scratch_scale", wp.vec3f, indices)
-        self._decompose(self._world_matrices(self._live_prims(indices)), pos_out, quat_out, scratch)
+    def _read_world_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
+        scratch = self._outputs("usd_scratch_scale", wp.vec3f, rows.count)
+        self._decompose(self._world_matrices(self._live_prims(rows)), pos_out, quat_out, scratch)
 
-    def _read_local_poses(self, indices: wp.array | None, pos_out: wp.array, quat_out: wp.array) -> None:
-        scratch = self._outputs("usd_scratch_scale", wp.vec3f, indices)
-        self._decompose(self._local_matrices(self._live_prims(indices))[0], pos_out, quat_out, scratch)
+    def _read_local_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
+        scratch = self._outputs("usd_scratch_scale", wp.vec3f, rows.count)
+        self._decompose(self._local_matrices(self._live_prims(rows))[0], pos_out, quat_out, scratch)
 
-    def _read_world_scales(self, indices: wp.array | None, scale_out: wp.array) -> None:
-        pos = self._outputs("usd_scratch_pos", wp.vec3f, indices)
-        quat = self._outputs("usd_scratch_quat", wp.quatf, indices)
-        self._decompose(self._world_matrices(self._live_prims(indices)), pos, quat, scale_out)
+    def _read_world_scales(self, rows: Rows, scale_out: wp.array) -> None:
+        pos = self._outputs("usd_scratch_pos", wp.vec3f, rows.count)
+        quat = self._outputs("usd_scratch_quat", wp.quatf, rows.count)
+        self._decompose(self._world_matrices(self._live_prims(rows)), pos, quat, scale_out)
 
-    def _read_local_scales(self, indices: wp.array | None, scale_out: wp.array) -> None:
-        pos = self._outputs("usd_scratch_pos", wp.vec3f, indices)
-        quat = self._outputs("usd_scratch_quat", wp.quatf, indices)
-        self._decompose(self._local_matrices(self._live_prims(indices))[0], pos, quat, scale_out)
+    def _read_local_scales(self, rows: Rows, scale_out: wp.array) -> None:
+        pos = self._outputs("usd_scratch_pos", wp.vec3f, rows.count)
+        quat = self._outputs("usd_scratch_quat", wp.quatf, rows.count)
+        self._decompose(self._local_matrices(self._live_prims(rows))[0], pos, quat, scale_out)
 
     # ---------------------------------------------------------------- writes
 
-    def _write_world_poses(self, indices: wp.array | None, pos: wp.array | None, quat: wp.array | None) -> None:
-        self._write(indices, in_world=True, pos=pos, quat=quat, scale=None)
+    def _write_world_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
+        self._write(rows, in_world=True, pos=pos, quat=quat, scale=None)
 
-    def _write_local_poses(self, indices: wp.array | None, pos: wp.array | None, quat: wp.array | None) -> None:
-        self._write(indices, in_world=False, pos=pos, quat=quat, scale=None)
+    def _write_local_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
+        self._write(rows, in_world=False, pos=pos, quat=quat, scale=None)
 
-    def _write_local_scales(self, indices: wp.array | None, scales: wp.array) -> None:
-        self._write(indices, in_world=False, pos=None, quat=None, scale=scales)
+    def _write_local_scales(self, rows: Rows, scales: wp.array) -> None:
+        self._write(rows, in_world=False, pos=None, quat=None, scale=scales)
 
     def _release(self) -> None:
         self._prims = []
 
     # ---------------------------------------------------------------- helpers
 
-    def _live_prims(self, indices: wp.array | None) -> list[Usd.Prim]:
-        """The prims at ``indices`` (all for ``None``); ``RuntimeError`` when one was removed from the stage,
-        deactivated or is no longer xformable (as the Fabric backend, which drops such prims from Fabric)."""
-        rows = range(self.count) if indices is None else indices.numpy().tolist()
-        prims = [self._prims[i] for i in rows]
-        for row, prim in zip(rows, prims, strict=True):
-            if not prim.IsValid():
+    def _view_rows(self, rows: Rows) -> list[int]:
+        idx = rows.host_indices()
+        return list(range(self.count)) if idx is None else idx.tolist()
+
+    def _live_prims(self, rows: Rows | list[int]) -> list[Usd.Prim]:
+        """The prims at ``rows``; ``RuntimeError`` naming the prim when one was removed from the stage, became an
+        instance proxy, was deactivated or is no longer xformable (as the Fabric backend, which drops such prims)."""
+        view_rows = rows if isinstance(rows, list) else self._view_rows(rows)
+        prims = []
+        for row in view_rows:
+            prim = self._prims[row]
+            state = _lost_state(prim)
+            if state is not None and not prim.IsValid():  # the handle expired: say why (the path may hold a new prim)
+                now = self._stage.GetPrimAtPath(self._prim_paths[row])
+                if now.IsValid() and now.IsInstanceProxy():
+                    state = _lost_state(now)
+            if state is not None:
                 raise RuntimeError(
-                    f"{type(self).__name__}: prim {self._prim_paths[row]!r} was removed from the stage after the view "
-                    "was created; recreate the view"
+                    f"{type(self).__name__}: prim {self._prim_paths[row]!r} {state} after the view was created, so "
+                    "it has no pose this view can read or write; restore it or recreate the view without it"
                 )
-            if not (prim.IsActive() and prim.IsA(UsdGeom.Xformable)):
-                kind = prim.GetTypeName() or "typeless"
-                state = "was deactivated" if not prim.IsActive() else f"became a {kind} prim (not Xformable)"
-                raise RuntimeError(
-                    f"{type(self).__name__}: prim {self._prim_paths[row]!r} {state} after the view was created, so it "
-                    "has no pose to read or write; restore it or recreate the view without it"
-                )
+            prims.append(prim)
         return prims
 
     @staticmethod
@@ -310,105 +332,186 @@ class UsdFrameView(BaseFrameView):
 
     def _write(
         self,
-        indices: wp.array | None,
+        rows: Rows,
         *,
         in_world: bool,
         pos: wp.array | None,
         quat: wp.array | None,
         scale: wp.array | None,
     ) -> None:
-        """Solve the new local components on the device, then author them on the stage (all or nothing)."""
-        rows = list(range(self.count)) if indices is None else indices.numpy().tolist()
-        prims = self._live_prims(indices)
-        local, resets = self._local_matrices(prims)
-        device = self._device
-        local_arr = wp.array(local, dtype=wp.mat44d, device=device)
-        parent_arr = local_arr  # read only when in_world
-        if in_world:
-            cache = UsdGeom.XformCache(Usd.TimeCode.Default())
-            identity = Gf.Matrix4d(1.0)
-            parents = Vt.Matrix4dArray(
-                [
-                    identity if reset else cache.GetLocalToWorldTransform(p.GetParent())
-                    for p, reset in zip(prims, resets, strict=True)
-                ]
-            )
-            parent_arr = wp.array(np.array(parents, dtype=np.float64), dtype=wp.mat44d, device=device)
+        """Solve the new local matrices on the device, then author them on the stage (all or nothing).
+
+        A prim and its descendant may be written in one call, in any row order: prims are solved level by level
+        of nesting, each against its parent's world matrix as it will be after the write.
+        """
+        view_rows = self._view_rows(rows)
+        prims = self._live_prims(view_rows)
         n = len(prims)
-        t_out = wp.empty(n, dtype=wp.vec3d, device=device)
-        q_out = wp.empty(n, dtype=wp.quatd, device=device)
-        s_out = wp.empty(n, dtype=wp.vec3d, device=device)
-        shear_out = wp.empty(n, dtype=wp.float64, device=device)
-        singular_out = wp.empty(n, dtype=wp.int32, device=device)
+        local, resets = self._local_matrices(prims)
+        paths = [self._prim_paths[i] for i in view_rows]
+        level = _nesting_levels(paths)
+        cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+        new_local = np.empty((n, 4, 4), dtype=np.float64)
+        t, q, s = np.empty((n, 3)), np.empty((n, 4)), np.empty((n, 3))
+        sheared, status = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32)
+        new_world: dict[str, np.ndarray] = {}
+        flags = (pos is not None, quat is not None, scale is not None)
+        for lv in range(int(level.max()) + 1 if n else 0):
+            batch = np.flatnonzero(level == lv)
+            parents = np.array(
+                [self._parent_world(prims[k], resets[k], cache, new_world, nested=lv > 0) for k in batch]
+            ).reshape(-1, 4, 4)
+            out = self._solve(local[batch], parents, batch, in_world, flags, pos, quat, scale)
+            new_local[batch], t[batch], q[batch], s[batch], sheared[batch], status[batch] = out
+            for j, k in enumerate(batch):
+                new_world[paths[k]] = new_local[k] @ parents[j]
+        bad = np.flatnonzero(status != int(WRITE_OK))
+        if bad.size:
+            k = int(bad[0])
+            code = {int(WRITE_SINGULAR_PARENT): CODE_SINGULAR_PARENT, int(WRITE_SHEAR): CODE_SHEAR,
+                    int(WRITE_NOT_FINITE): CODE_RESULT_NOT_FINITE}[int(status[k])]  # fmt: skip
+            raise self._status_error("set", rows)(k * int(STATUS_CODES) + int(code))
+        req_scale = None if scale is None else scale.numpy().astype(np.float64)
+        self._author(prims, paths, new_local, (t, q, s), sheared, flags, req_scale)
+
+    def _solve(
+        self,
+        local: np.ndarray,
+        parents: np.ndarray,
+        src_rows: np.ndarray,
+        in_world: bool,
+        flags: tuple[bool, bool, bool],
+        pos: wp.array | None,
+        quat: wp.array | None,
+        scale: wp.array | None,
+    ) -> tuple[np.ndarray, ...]:
+        device, m = self._device, local.shape[0]
+        outs = [wp.empty(m, dtype=dt, device=device) for dt in (wp.mat44d, wp.vec3d, wp.quatd, wp.vec3d)]
+        flags_out = [wp.empty(m, dtype=wp.int32, device=device) for _ in range(2)]
         wp.launch(
-            _solve_local_components,
-            dim=n,
+            _solve_writes,
+            dim=m,
             inputs=[
-                local_arr,
-                parent_arr,
+                wp.array(local, dtype=wp.mat44d, device=device),
+                wp.array(parents, dtype=wp.mat44d, device=device),
+                wp.array(src_rows.astype(np.int32), dtype=wp.int32, device=device),
                 int(in_world),
-                int(pos is not None),
+                int(flags[0]),
                 self._no_vec3 if pos is None else pos,
-                int(quat is not None),
+                int(flags[1]),
                 self._no_quat if quat is None else quat,
-                int(scale is not None),
+                int(flags[2]),
                 self._no_vec3 if scale is None else scale,
             ],
-            outputs=[t_out, q_out, s_out, shear_out, singular_out],
+            outputs=[*outs, *flags_out],
             device=device,
         )
-        t, q, s, shear = t_out.numpy(), q_out.numpy(), s_out.numpy(), shear_out.numpy()
-        singular = singular_out.numpy().astype(bool)
+        return tuple(a.numpy() for a in (*outs, *flags_out))
 
-        # plan every prim before touching the stage, so that a rejected write writes nothing
-        finite = np.isfinite(t).all(axis=1) & np.isfinite(q).all(axis=1) & np.isfinite(s).all(axis=1)
-        if singular.any() or not finite.all():
-            k = int(np.flatnonzero(singular | ~finite)[0])
-            raise ValueError(
-                f"prim {self._prim_paths[rows[k]]!r}: the new local transform is not finite (its parent's world "
-                "matrix is singular, e.g. a zero scale, or its local matrix is degenerate); nothing was written"
-            )
-        xformables = [UsdGeom.Xformable(p) for p in prims]
-        stacks = [_standard_ops(x) for x in xformables]
-        for k, ops in enumerate(stacks):
-            if ops is None and shear[k] > _SHEAR_TOLERANCE:
-                raise ValueError(
-                    f"prim {self._prim_paths[rows[k]]!r}: its local transform has shear (relative error "
-                    f"{shear[k]:.3g} as translate/orient/scale), which xformOp:translate/orient/scale cannot "
-                    "express; remove the shear from its xformOps (or write it through another tool); nothing was "
-                    "written"
-                )
-        wanted = [kind for kind, given in ((_TRANSLATE, pos), (_ORIENT, quat), (_SCALE, scale)) if given is not None]
-        plans = []  # (prim index k, {kind: op}, kinds to author)
+    @staticmethod
+    def _parent_world(
+        prim: Usd.Prim, reset: bool, cache: UsdGeom.XformCache, new_world: dict[str, np.ndarray], nested: bool
+    ) -> np.ndarray:
+        """The parent's world matrix as it will be after the write: through the new world matrix of the nearest
+        written ancestor (``new_world``) when ``nested``, else the stage's."""
+        if reset:
+            return np.eye(4)
+        if not nested:
+            return np.array(cache.GetLocalToWorldTransform(prim.GetParent()), dtype=np.float64)
+        acc = np.eye(4)
+        parent = prim.GetParent()
+        while parent and not parent.IsPseudoRoot():
+            written = new_world.get(str(parent.GetPath()))
+            if written is not None:
+                return acc @ written
+            local, parent_resets = cache.GetLocalTransformation(parent)
+            acc = acc @ np.array(local, dtype=np.float64)
+            if parent_resets:
+                return acc
+            parent = parent.GetParent()
+        return acc
+
+    def _author(
+        self,
+        prims: list[Usd.Prim],
+        paths: list[str],
+        new_local: np.ndarray,
+        trs: tuple[np.ndarray, np.ndarray, np.ndarray],
+        sheared: np.ndarray,
+        flags: tuple[bool, bool, bool],
+        req_scale: np.ndarray | None,
+    ) -> None:
+        """Author the solved local matrices, all in one change block; only what the write changes is authored.
+
+        A ``[translate][, orient][, scale]`` stack keeps its ops: the translate op gets a written translation; a write
+        that changes the upper 3x3 authors the orient op that, with the scale op's kept (or written) value, composes
+        exactly the solved matrix — or, where no rotation does (a kept scale with a negative axis against the new
+        rotation), orient and scale together. Any other stack is replaced by the equivalent
+        ``[translate, orient, scale]``, or, when the local matrix has shear (translation-only writes), by one
+        ``xformOp:transform`` holding it.
+        """
+        t, q, s = trs
+        set_t, set_q, set_s = flags
+        plans = []  # (k, {kind: op}, kinds to author, orient value or None, scale value or None)
         standardised = []
-        for k, (x, ops) in enumerate(zip(xformables, stacks, strict=True)):
+        for k, prim in enumerate(prims):
+            x = UsdGeom.Xformable(prim)
+            ops = _standard_ops(x)
             if ops is None:
+                standardised.append(paths[k])
+                if sheared[k]:  # translation-only write on a sheared local: one matrix op holds it exactly
+                    resets = x.GetResetXformStack()
+                    plans.append((k, {_TRANSFORM: x.MakeMatrixXform()}, (_TRANSFORM,), None, None))
+                    if resets:
+                        x.SetResetXformStack(True)
+                    continue
                 ops = self._set_stack(x, (_TRANSLATE, _ORIENT, _SCALE), {})
-                plans.append((k, ops, (_TRANSLATE, _ORIENT, _SCALE)))
-                standardised.append(self._prim_paths[rows[k]])
-            else:
-                if any(kind not in ops for kind in wanted):
-                    ops = self._set_stack(x, tuple(sorted(set(ops) | set(wanted))), ops)
-                plans.append((k, ops, wanted))
+                plans.append((k, ops, (_TRANSLATE, _ORIENT, _SCALE), q[k], s[k]))
+                continue
+            kinds = {_TRANSLATE} if set_t else set()
+            orient, scale = None, None
+            if set_q or set_s:
+                if set_s:
+                    scale = req_scale[k]
+                elif _SCALE in ops:
+                    scale = np.array(ops[_SCALE].GetAttr().Get(), dtype=np.float64)
+                else:
+                    scale = np.ones(3)
+                orient = _rotation_for_scale(new_local[k], scale)
+                if orient is None:  # no rotation composes with this scale: author the decomposition
+                    orient, scale = q[k], s[k]
+                    kinds |= {_ORIENT, _SCALE}
+                else:
+                    if set_s:
+                        kinds.add(_SCALE)
+                    if _ORIENT in ops or abs(abs(orient[3]) - 1.0) > 1e-12:
+                        kinds.add(_ORIENT)
+            kinds_sorted = tuple(sorted(kinds))
+            if any(kind not in ops for kind in kinds_sorted):
+                ops = self._set_stack(x, tuple(sorted(set(ops) | kinds)), ops)
+            plans.append((k, ops, kinds_sorted, orient, scale))
         if standardised and not self._warned_standardise:
             self._warned_standardise = True
             logger.info(
                 "%s: replaced the xformOp stack of %d prim(s) (first: %s) by the equivalent "
-                "[xformOp:translate, xformOp:orient, xformOp:scale]; further replacements by this view are not logged",
+                "[xformOp:translate, xformOp:orient, xformOp:scale] (or one xformOp:transform where it has shear); "
+                "further replacements by this view are not logged",
                 type(self).__name__,
                 len(standardised),
                 standardised[0],
             )
         with Sdf.ChangeBlock():
-            for k, ops, kinds in plans:
+            for k, ops, kinds, orient, scale in plans:
                 for kind in kinds:
                     attr = ops[kind].GetAttr()
-                    if kind == _TRANSLATE:
+                    if kind == _TRANSFORM:
+                        attr.Set(Gf.Matrix4d(*new_local[k].ravel().tolist()))
+                    elif kind == _TRANSLATE:
                         attr.Set(_vec3_value(attr, t[k]))
                     elif kind == _ORIENT:
-                        attr.Set(_quat_value(attr, q[k]))
+                        attr.Set(_quat_value(attr, orient))
                     else:
-                        attr.Set(_vec3_value(attr, s[k]))
+                        attr.Set(_vec3_value(attr, scale))
 
     @staticmethod
     def _set_stack(

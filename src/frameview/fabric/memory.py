@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from .follow import FollowPlan, follow_written
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 
 __all__ = ["MemoryFabricStage", "MemorySelection", "attach"]
@@ -264,6 +265,7 @@ class MemoryFabricStage:
         self._listener: Any = None
         self._pending_resync: set[str] = set()
         self._pending_info: set[str] = set()
+        self._lost: dict[str, str] = {}  # path -> why it left the model (error messages only)
 
     # ------------------------------------------------------------------ construction
 
@@ -523,7 +525,7 @@ class MemoryFabricStage:
         pids = pids[self._alive[pids]]
         if pids.size == 0:
             return
-        local, world, offsets = self._xform_columns()
+        local, world, offsets = self.xform_columns()
         depth = self._depth[pids]
         order = np.argsort(depth, kind="stable")
         pids, depth = pids[order], depth[order]
@@ -545,7 +547,7 @@ class MemoryFabricStage:
                 device=self.device,
             )
 
-    def _xform_columns(self) -> tuple[wp.fabricarray, wp.fabricarray, np.ndarray]:
+    def xform_columns(self) -> tuple[wp.fabricarray, wp.fabricarray, np.ndarray]:
         """Local and world columns of every xformable, and each bucket's first slot; rebuilt when buckets change."""
         if self._xforms is None:
             self._xforms = MemorySelection(self, _MATRIX_ATTRS, write=True)
@@ -586,6 +588,16 @@ class MemoryFabricStage:
             bad = [str(paths[i]) for i in np.flatnonzero(missing)[:3]]
             raise KeyError(f"prims not in the Fabric model (removed, inactive or not xformable): {bad}")
         return pids
+
+    def lost_reason(self, path: str) -> str | None:
+        """Why a prim that was in the model left it (``"was removed from the stage"``, ``"became an instance proxy
+        ..."``), or None when the model does not know. Used in error messages."""
+        return self._lost.get(str(path))
+
+    def _remember_lost(self, path: str, reason: str) -> None:
+        if len(self._lost) >= 4096:
+            self._lost.pop(next(iter(self._lost)))
+        self._lost[path] = reason
 
     def missing_prims(self, paths: Sequence[str]) -> list[str]:
         self.sync()
@@ -637,6 +649,77 @@ class MemoryFabricStage:
         if below.size:
             self._update_world(np.setdiff1d(below, written, assume_unique=False))
 
+    # -- device hierarchy update for views (see frameview.fabric.follow)
+
+    def follow_plan(self, paths: tuple[str, ...]) -> FollowPlan:
+        """A plan that makes the descendants of ``paths`` follow their writes on the device."""
+        return FollowPlan(self, tuple(paths))
+
+    def follow_writes(
+        self,
+        plan: FollowPlan,
+        indices: wp.array,
+        use_indices: int,
+        req_row: wp.array,
+        rows: int,
+        status: wp.array,
+    ) -> None:
+        """After a view committed its written prims (``req_row[i] >= 0``), recompute their descendants' world
+        matrices in one launch; nothing happens when ``status`` holds an error (the write was rejected)."""
+        plan.refresh()
+        if plan.width == 0 or rows == 0:
+            return
+        local, world, _offsets = self.xform_columns()
+        wp.launch(
+            follow_written,
+            dim=(rows, plan.width),
+            inputs=[local, plan.start, plan.nodes, plan.node_slot, plan.node_parent, plan.node_top,
+                    plan.start.shape[0] - 1, indices, use_indices, req_row, status],
+            outputs=[world],
+            device=self.device,
+        )  # fmt: skip
+
+    @property
+    def structure_version(self) -> int:
+        """Bumped whenever prims are added or removed (prim ids change meaning)."""
+        return self._structure_version
+
+    def prim_ids(self, paths: Sequence[str]) -> np.ndarray:
+        """Model prim ids of ``paths`` (``KeyError`` naming the missing ones)."""
+        self.sync()
+        return self._lookup(paths)
+
+    def bucket_of(self, pids: np.ndarray) -> np.ndarray:
+        return self._bucket_of[pids]
+
+    def row_of(self, pids: np.ndarray) -> np.ndarray:
+        return self._row_of[pids]
+
+    def parent_of(self, pids: np.ndarray) -> np.ndarray:
+        """Each prim's parent prim id in the transform hierarchy (-1: none, or ``resetXformStack``)."""
+        return self._parent[pids]
+
+    def descendant_pairs(self, roots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(origin, pid)`` for every strict descendant ``pid`` of ``roots[origin]`` (a prim below two roots appears
+        twice), breadth first, vectorised one level per pass."""
+        ptr, kids = self._child_table()
+        origin = np.arange(roots.size, dtype=np.int64)
+        frontier = np.asarray(roots, dtype=np.int64)
+        origins: list[np.ndarray] = []
+        found: list[np.ndarray] = []
+        while frontier.size:
+            starts, lengths = ptr[frontier], ptr[frontier + 1] - ptr[frontier]
+            total = int(lengths.sum())
+            if not total:
+                break
+            idx = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
+            frontier, origin = kids[idx], np.repeat(origin, lengths)
+            origins.append(origin)
+            found.append(frontier)
+        if not found:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        return np.concatenate(origins), np.concatenate(found)
+
     # -- PrimTree (path-pattern resolution without USD)
 
     def has_prim(self, path: str) -> bool:
@@ -674,10 +757,20 @@ class MemoryFabricStage:
         logger.debug("embedded Fabric model: %d prims from %s on %s", added, stage, self.device)
 
     def _on_objects_changed(self, notice: Any, sender: Any) -> None:
+        """Queue the edits that change what Fabric holds: xformOp / xformOpOrder properties, and prim-level changes
+        that are structural. Everything else (other attributes created, set or removed, kind, applied API schemas,
+        documentation...) leaves Fabric as written, as Kit's Fabric does."""
         for p in notice.GetResyncedPaths():
-            (self._pending_info if p.IsPropertyPath() else self._pending_resync).add(str(p.GetPrimPath()))
+            if p.IsPropertyPath():
+                if _is_xform_property(p.name):
+                    self._pending_info.add(str(p.GetPrimPath()))
+            else:
+                fields = set(notice.GetChangedFields(p))
+                if not fields or not fields <= _NON_STRUCTURAL_FIELDS:
+                    self._pending_resync.add(str(p))
+            # a prim resync whose changed fields are all non-structural (kind, apiSchemas...) is ignored
         for p in notice.GetChangedInfoOnlyPaths():
-            if p.IsPropertyPath() and (p.name.startswith("xformOp") or p.name == "xformOpOrder"):
+            if p.IsPropertyPath() and _is_xform_property(p.name):
                 self._pending_info.add(str(p.GetPrimPath()))
 
     def sync(self) -> None:
@@ -699,7 +792,7 @@ class MemoryFabricStage:
             if pid is None or not self._alive[pid]:
                 continue
             prim = stage.GetPrimAtPath(path)
-            if prim.IsValid() and prim.IsA(UsdGeom.Xformable):
+            if _lost_reason(prim) is None:
                 mat = np.array(UsdGeom.Xformable(prim).GetLocalTransformation(), dtype=np.float64)
                 self._write_matrices(np.array([pid]), LOCAL_MATRIX, mat[None])
                 dirty.append(pid)
@@ -730,6 +823,8 @@ class MemoryFabricStage:
             if parent != self._parent[pid]:
                 moved.append(int(pid))
         if moved:
+            for pid in moved:
+                self._remember_lost(self._paths[pid], "was re-parented (xformable ancestor or resetXformStack changed)")
             self._kill(np.asarray(moved, dtype=np.int64))
             for pid in moved:
                 self._add_new_prims(stage.GetPrimAtPath(self._paths[pid]))
@@ -754,8 +849,10 @@ class MemoryFabricStage:
         gone: list[int] = []
         for pid in existing:
             prim = stage.GetPrimAtPath(self._paths[pid])
-            if not (prim.IsValid() and prim.IsActive() and prim.IsA(UsdGeom.Xformable)):
+            reason = _lost_reason(prim)
+            if reason is not None:
                 gone.append(int(pid))
+                self._remember_lost(self._paths[pid], reason)
             else:
                 mat = np.array(UsdGeom.Xformable(prim).GetLocalTransformation(), dtype=np.float64)
                 self._write_matrices(np.array([pid]), LOCAL_MATRIX, mat[None])
@@ -836,6 +933,33 @@ class MemoryFabricStage:
             self._listener = None
 
 
+_NON_STRUCTURAL_FIELDS = frozenset(
+    {"kind", "apiSchemas", "documentation", "comment", "customData", "assetInfo", "hidden", "displayName",
+     "displayGroup", "propertyOrder", "primOrder", "clipSets", "clips"}
+)  # fmt: skip
+"""Prim metadata whose change neither moves a prim nor changes its transform: a resync made only of these is not
+structural (an empty field list — a prim added, removed or re-created — is)."""
+
+
+def _lost_reason(prim: Any) -> str | None:
+    """Why a pxr prim has no place in Fabric, or None when it has one."""
+    from pxr import UsdGeom
+
+    if not prim.IsValid():
+        return "was removed from the stage"
+    if prim.IsInstanceProxy():
+        return "became an instance proxy (an ancestor was made instanceable): instance proxies are not in Fabric"
+    if not prim.IsActive():
+        return "was deactivated"
+    if not prim.IsA(UsdGeom.Xformable):
+        return f"became a {prim.GetTypeName() or 'typeless'} prim (not Xformable)"
+    return None
+
+
+def _is_xform_property(name: str) -> bool:
+    return name.startswith("xformOp:") or name == "xformOpOrder"
+
+
 def _depths(parents: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
     """Depth of each prim of a batch (``parents`` index into the batch, -1 for a batch root), vectorised one level
     per pass; ``offsets`` adds each batch root's own depth."""
@@ -868,7 +992,9 @@ def _outermost(paths: set[str]) -> list[str]:
 
 
 _MODELS: dict[tuple[int, str], MemoryFabricStage] = {}
-_MODELS_LOCK = threading.Lock()
+_MODELS_LOCK = threading.RLock()
+"""Re-entrant: building a model allocates, a garbage collection can then finalise another stage on this very
+thread, and its ``_forget`` takes this lock again (a plain Lock deadlocked there)."""
 
 
 def attach(stage: Any, device: str = "cpu") -> MemoryFabricStage:

@@ -20,14 +20,29 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from .._rows import (
+    ALL,
+    CODE_INDEX_DUPLICATE,
+    CODE_INDEX_RANGE,
+    CODE_RESULT_NOT_FINITE,
+    CODE_SHEAR,
+    CODE_SINGULAR_PARENT,
+    CODE_VALUE_NOT_FINITE,
+    CODE_ZERO_QUATERNION,
+    INDEXED,
+    MASK,
+    STATUS_OK,
+    Rows,
+    report,
+)
 from ..base import BaseFrameView
 from ..kernels.slots import invert_tag_column
 from ..kernels.transforms import (
+    WRITE_NOT_FINITE,
+    WRITE_SHEAR,
+    WRITE_SINGULAR_PARENT,
     decompose_matrix,
-    is_singular,
-    local_from_world_pose,
-    local_to_world,
-    replace_components,
+    solve_local,
 )
 from .providers import _is_pxr_stage, open_fabric_stage
 from .stage import LOCAL_MATRIX, WORLD_MATRIX, FabricSelection
@@ -60,93 +75,231 @@ def _remove_deferred_tags(fabric: Any) -> None:
 
 
 _IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
+_STATUS_OK = wp.constant(STATUS_OK)
+_ANCHOR = wp.constant(-2)
+"""``node_parent`` of a node whose Fabric world matrix is read as is (the write cannot move it)."""
+_NAN = wp.constant(float("nan"))
+_NO_OFFSET = wp.quatf(0.0, 0.0, 0.0, 1.0)
 
 
 @wp.func
-def _parent_world(
-    parent_world: wp.fabricarray(dtype=wp.mat44d),
-    parent_slots: wp.array(dtype=wp.int32),
-    parent_index: wp.array(dtype=wp.int32),
-    i: int,
-):
-    p = parent_index[i]
-    if p < 0:
-        return _IDENTITY
-    return parent_world[parent_slots[p]]
+def _pose_of(m: wp.mat44d, offset: wp.quatf):
+    t, q, _s = decompose_matrix(m)
+    return wp.vec3f(t), wp.quatf(q) * offset
 
 
-@wp.kernel
+@wp.kernel(enable_backward=False)
 def _scatter_poses(
     # inputs
     tags: wp.fabricarray(dtype=wp.uint32),
     mats: wp.fabricarray(dtype=wp.mat44d),
+    offset: wp.quatf,
     # outputs
     pos_out: wp.array(dtype=wp.vec3f),
     quat_out: wp.array(dtype=wp.quatf),
 ):
-    """Full read, no slot table needed: ``pos_out[tag[slot]], quat_out[tag[slot]] = decompose(mats[slot])``."""
+    """Full read, no slot table needed: row ``tag[slot]`` is ``decompose(mats[slot])`` (rotation times ``offset``)."""
     slot = wp.tid()
     i = int(tags[slot])
-    t, q, _s = decompose_matrix(mats[slot])
-    pos_out[i] = wp.vec3f(t)
-    quat_out[i] = wp.quatf(q)
+    p, q = _pose_of(mats[slot], offset)
+    pos_out[i] = p
+    quat_out[i] = q
 
 
-@wp.kernel
-def _scatter_scales(
+@wp.kernel(enable_backward=False)
+def _scatter_poses_masked(
     # inputs
     tags: wp.fabricarray(dtype=wp.uint32),
     mats: wp.fabricarray(dtype=wp.mat44d),
+    mask: wp.array(dtype=wp.bool),
+    offset: wp.quatf,
     # outputs
-    scale_out: wp.array(dtype=wp.vec3f),
+    pos_out: wp.array(dtype=wp.vec3f),
+    quat_out: wp.array(dtype=wp.quatf),
 ):
-    """Full read of scales: ``scale_out[tag[slot]] = scale(mats[slot])``."""
+    """Masked read: like the full read, only rows whose ``mask`` is set."""
     slot = wp.tid()
-    _t, _q, s = decompose_matrix(mats[slot])
-    scale_out[int(tags[slot])] = wp.vec3f(s)
+    i = int(tags[slot])
+    if mask[i]:
+        p, q = _pose_of(mats[slot], offset)
+        pos_out[i] = p
+        quat_out[i] = q
 
 
-@wp.kernel
+@wp.kernel(enable_backward=False)
 def _gather_poses(
     # inputs
     mats: wp.fabricarray(dtype=wp.mat44d),
     slots: wp.array(dtype=wp.int32),
+    count: int,
+    offset: wp.quatf,
     indices: wp.array(dtype=wp.int32),
     # outputs
     pos_out: wp.array(dtype=wp.vec3f),
     quat_out: wp.array(dtype=wp.quatf),
+    status_out: wp.array(dtype=wp.int32),
 ):
-    """Indexed read: row ``k`` is view prim ``indices[k]``."""
+    """Indexed read: row ``k`` is view prim ``indices[k]``; an index out of range gives NaN and is reported."""
     k = wp.tid()
-    t, q, _s = decompose_matrix(mats[slots[indices[k]]])
-    pos_out[k] = wp.vec3f(t)
-    quat_out[k] = wp.quatf(q)
+    i = indices[k]
+    if i < 0 or i >= count:
+        pos_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
+        quat_out[k] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
+        report(status_out, k, CODE_INDEX_RANGE)
+        return
+    p, q = _pose_of(mats[slots[i]], offset)
+    pos_out[k] = p
+    quat_out[k] = q
 
 
-@wp.kernel
+@wp.kernel(enable_backward=False)
+def _scatter_scales(
+    # inputs
+    tags: wp.fabricarray(dtype=wp.uint32),
+    mats: wp.fabricarray(dtype=wp.mat44d),
+    mask: wp.array(dtype=wp.bool),
+    use_mask: int,
+    # outputs
+    scale_out: wp.array(dtype=wp.vec3f),
+):
+    """Full (or masked) read of scales: ``scale_out[tag[slot]] = scale(mats[slot])``."""
+    slot = wp.tid()
+    i = int(tags[slot])
+    if use_mask != 0:  # noqa: SIM102 - Warp does not short-circuit: mask is empty when use_mask == 0
+        if not mask[i]:
+            return
+    _t, _q, s = decompose_matrix(mats[slot])
+    scale_out[i] = wp.vec3f(s)
+
+
+@wp.kernel(enable_backward=False)
 def _gather_scales(
     # inputs
     mats: wp.fabricarray(dtype=wp.mat44d),
     slots: wp.array(dtype=wp.int32),
+    count: int,
     indices: wp.array(dtype=wp.int32),
     # outputs
     scale_out: wp.array(dtype=wp.vec3f),
+    status_out: wp.array(dtype=wp.int32),
 ):
-    """Indexed read of scales."""
+    """Indexed read of scales (NaN and a report for an index out of range)."""
     k = wp.tid()
-    _t, _q, s = decompose_matrix(mats[slots[indices[k]]])
+    i = indices[k]
+    if i < 0 or i >= count:
+        scale_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
+        report(status_out, k, CODE_INDEX_RANGE)
+        return
+    _t, _q, s = decompose_matrix(mats[slots[i]])
     scale_out[k] = wp.vec3f(s)
 
 
-@wp.kernel
-def _write_transforms(
+@wp.kernel(enable_backward=False)
+def _stage_indices(
     # inputs
-    parent_world: wp.fabricarray(dtype=wp.mat44d),
+    indices: wp.array(dtype=wp.int32),
+    count: int,
+    # outputs
+    req_row_out: wp.array(dtype=wp.int32),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """``req_row_out[indices[k]] = k`` (filled with -1 before); an index out of range or given twice is reported."""
+    k = wp.tid()
+    i = indices[k]
+    if i < 0 or i >= count:
+        report(status_out, k, CODE_INDEX_RANGE)
+        return
+    if wp.atomic_exch(req_row_out, i, k) != -1:
+        report(status_out, k, CODE_INDEX_DUPLICATE)
+
+
+@wp.kernel(enable_backward=False)
+def _stage_mask(
+    # inputs
+    mask: wp.array(dtype=wp.bool),
+    # outputs
+    req_row_out: wp.array(dtype=wp.int32),
+):
+    """``req_row_out[i] = i`` where ``mask[i]``, else -1."""
+    i = wp.tid()
+    if mask[i]:
+        req_row_out[i] = i
+    else:
+        req_row_out[i] = -1
+
+
+@wp.func
+def _request_ok(
+    r: int,
+    set_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    set_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    set_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """Check the request row ``r`` (non-finite values, zero quaternion); report and return False when bad."""
+    ok = True
+    if set_pos != 0:
+        for a in range(3):
+            if not wp.isfinite(pos[r][a]):
+                ok = False
+    if set_scale != 0:
+        for a in range(3):
+            if not wp.isfinite(scale[r][a]):
+                ok = False
+    if set_quat != 0:
+        q = quat[r]
+        for a in range(4):
+            if not wp.isfinite(q[a]):
+                ok = False
+        if ok and q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3] < 1.0e-12:
+            report(status_out, r, CODE_ZERO_QUATERNION)
+            return False
+    if not ok:
+        report(status_out, r, CODE_VALUE_NOT_FINITE)
+    return ok
+
+
+@wp.func
+def _solve_row(
+    local: wp.mat44d,
+    parent_world: wp.mat44d,
+    r: int,
+    in_world: int,
+    set_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    set_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    set_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+):
+    t = wp.vec3d()
+    q = wp.quatd(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))
+    s = wp.vec3d()
+    if set_pos != 0:
+        t = wp.vec3d(pos[r])
+    if set_quat != 0:
+        q = wp.quatd(quat[r])
+    if set_scale != 0:
+        s = wp.vec3d(scale[r])
+    return solve_local(local, parent_world, in_world, set_pos, t, set_quat, q, set_scale, s)
+
+
+@wp.kernel(enable_backward=False)
+def _solve_writes(
+    # inputs
+    view_local: wp.fabricarray(dtype=wp.mat44d),
     slots: wp.array(dtype=wp.int32),
-    parent_slots: wp.array(dtype=wp.int32),
-    parent_index: wp.array(dtype=wp.int32),
+    extra_world: wp.fabricarray(dtype=wp.mat44d),
+    extra_local: wp.fabricarray(dtype=wp.mat44d),
+    extra_slots: wp.array(dtype=wp.int32),
+    node_parent: wp.array(dtype=wp.int32),
+    count: int,
     indices: wp.array(dtype=wp.int32),
     use_indices: int,
+    req_row: wp.array(dtype=wp.int32),
     in_world: int,
     set_pos: int,
     pos: wp.array(dtype=wp.vec3f),
@@ -155,62 +308,136 @@ def _write_transforms(
     set_scale: int,
     scale: wp.array(dtype=wp.vec3f),
     # outputs
-    world_out: wp.fabricarray(dtype=wp.mat44d),
-    local_out: wp.fabricarray(dtype=wp.mat44d),
-    written_slots_out: wp.array(dtype=wp.int32),
+    local_out: wp.array(dtype=wp.mat44d),
+    world_out: wp.array(dtype=wp.mat44d),
+    status_out: wp.array(dtype=wp.int32),
 ):
-    """Replace the given components in world (``in_world``) or local space; the local scale is kept, the local matrix
-    is authoritative and the world matrix is derived from it."""
+    """New local and world matrix of each written view prim (into view-indexed scratch), nothing written to Fabric.
+
+    A prim's parent world matrix is the one it will have after this write: the chain of nodes above it (view prims,
+    the prims between nested view prims, then an anchor whose world this write cannot move) is composed top-down,
+    solving the written view prims of the chain on the way. O(depth^2) per row in the nesting depth, usually 1.
+    """
     k = wp.tid()
     i = k
     if use_indices != 0:
         i = indices[k]
+        if i < 0 or i >= count:
+            return
+    r = req_row[i]
+    if r < 0:
+        return
+    if not _request_ok(r, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+        return
+    chain = int(0)
+    n = node_parent[i]
+    while n >= 0:
+        chain += 1
+        n = node_parent[n]
+    pw = _IDENTITY
+    for step in range(chain):
+        node = i
+        for _up in range(chain - step):
+            node = node_parent[node]
+        if node >= count:
+            e = extra_slots[node - count]
+            if node_parent[node] == _ANCHOR:  # noqa: SIM108 - Warp kernels: plain branches
+                pw = extra_world[e]
+            else:
+                pw = extra_local[e] @ pw
+        else:
+            loc = view_local[slots[node]]
+            rr = req_row[node]
+            if rr >= 0:
+                loc, _st = _solve_row(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+            pw = loc @ pw
+    m, status = _solve_row(view_local[slots[i]], pw, r, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+    if status == WRITE_SINGULAR_PARENT:
+        report(status_out, r, CODE_SINGULAR_PARENT)
+    elif status == WRITE_SHEAR:
+        report(status_out, r, CODE_SHEAR)
+    elif status == WRITE_NOT_FINITE:
+        report(status_out, r, CODE_RESULT_NOT_FINITE)
+    local_out[i] = m
+    world_out[i] = m @ pw
+
+
+@wp.kernel(enable_backward=False)
+def _commit_writes(
+    # inputs
+    local_new: wp.array(dtype=wp.mat44d),
+    world_new: wp.array(dtype=wp.mat44d),
+    slots: wp.array(dtype=wp.int32),
+    count: int,
+    indices: wp.array(dtype=wp.int32),
+    use_indices: int,
+    req_row: wp.array(dtype=wp.int32),
+    status: wp.array(dtype=wp.int32),
+    # outputs
+    view_local_out: wp.fabricarray(dtype=wp.mat44d),
+    view_world_out: wp.fabricarray(dtype=wp.mat44d),
+    written_slots_out: wp.array(dtype=wp.int32),
+):
+    """Copy the solved matrices into Fabric, unless any row of the call failed (then nothing is written)."""
+    k = wp.tid()
+    written_slots_out[k] = -1
+    if status[0] != _STATUS_OK:
+        return
+    i = k
+    if use_indices != 0:
+        i = indices[k]
+    if req_row[i] < 0:
+        return
     s = slots[i]
-    pw = _parent_world(parent_world, parent_slots, parent_index, i)
-    m = local_out[s]
-    if in_world != 0:
-        tw, qw, _sw = decompose_matrix(world_out[s])
-        _tl, _ql, sl = decompose_matrix(m)
-        if set_pos != 0:
-            tw = wp.vec3d(pos[k])
-        if set_quat != 0:
-            qw = wp.quatd(quat[k])
-        m = local_from_world_pose(tw, qw, sl, pw)
-    else:
-        t = wp.vec3f()
-        q = wp.quatf()
-        sc = wp.vec3f()
-        if set_pos != 0:
-            t = pos[k]
-        if set_quat != 0:
-            q = quat[k]
-        if set_scale != 0:
-            sc = scale[k]
-        m = replace_components(m, set_pos, t, set_quat, q, set_scale, sc)
-    local_out[s] = m
-    world_out[s] = local_to_world(m, pw)
+    view_local_out[s] = local_new[i]
+    view_world_out[s] = world_new[i]
     written_slots_out[k] = s
 
 
-@wp.kernel
-def _find_singular_parents(
-    # inputs
-    parent_world: wp.fabricarray(dtype=wp.mat44d),
-    parent_slots: wp.array(dtype=wp.int32),
-    parent_index: wp.array(dtype=wp.int32),
-    indices: wp.array(dtype=wp.int32),
-    use_indices: int,
-    # outputs
-    first_bad_out: wp.array(dtype=wp.int32),
-):
-    """Record the smallest row whose parent world matrix cannot be inverted (a zero scale): no world pose is reachable
-    under it (the same test as the USD backend)."""
-    k = wp.tid()
-    i = k
-    if use_indices != 0:
-        i = indices[k]
-    if is_singular(_parent_world(parent_world, parent_slots, parent_index, i)):
-        wp.atomic_min(first_bad_out, 0, k)
+def _node_graph(fabric: Any, paths: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The nodes a write reads to place the view's prims: ``(node_parent, extra paths)``.
+
+    Node ``i < N`` is view prim ``i``; node ``N + e`` is extra prim ``e``: the nearest Fabric ancestor of a view prim
+    when it is outside the view (an *anchor*: no view prim lies above it, so a write cannot move it, and its world
+    matrix is read as is), or a prim between nested view prims (its local matrix is composed). ``node_parent`` is the
+    node of each node's Fabric parent, -1 for none (identity) and ``_ANCHOR`` for anchors.
+    """
+    n = len(paths)
+    view_index = {p: i for i, p in enumerate(paths)}
+
+    def under_view(path: str) -> bool:
+        parent = path.rsplit("/", 1)[0]
+        while parent:
+            if parent in view_index:
+                return True
+            parent = parent.rsplit("/", 1)[0]
+        return False
+
+    extras: dict[str, int] = {}
+    extra_parent: list[int] = []
+    node_parent = np.full(n, -1, dtype=np.int64)
+
+    def node_of(path: str | None, pending: list[str]) -> int:
+        if path is None:
+            return -1
+        if path in view_index:
+            return view_index[path]
+        e = extras.get(path)
+        if e is None:
+            e = extras[path] = len(extra_parent)
+            extra_parent.append(int(_ANCHOR))
+            if under_view(path):  # between nested view prims: its own parent matters
+                pending.append(path)
+        return n + e
+
+    pending: list[str] = []
+    for i, parent in enumerate(fabric.xform_parents(paths)):
+        node_parent[i] = node_of(parent, pending)
+    while pending:
+        batch, pending = tuple(pending), []
+        for path, parent in zip(batch, fabric.xform_parents(batch), strict=True):
+            extra_parent[extras[path]] = node_of(parent, pending)
+    return np.concatenate([node_parent, np.asarray(extra_parent, dtype=np.int64)]), tuple(extras)
 
 
 class FabricFrameView(BaseFrameView):
@@ -265,16 +492,12 @@ class FabricFrameView(BaseFrameView):
                     f"prim_path {prim_path!r}: {len(missing)} prim(s) carry no Fabric world/local matrices "
                     f"(not xformable, inactive or not in Fabric), e.g. {missing[:3]}"
                 )
-            parents = fabric.xform_parents(self.prim_paths)
-            unique: dict[str, int] = {}
-            parent_index = np.array(
-                [-1 if p is None else unique.setdefault(p, len(unique)) for p in parents], dtype=np.int32
-            )
+            node_parent, extras = _node_graph(fabric, self.prim_paths)
             self._fabric = fabric
             self._uid = next(_UIDS)
             self._tag = f"frameview:{self._uid}:index"
             self._parent_tag = f"frameview:{self._uid}:parentIndex"
-            self._parent_paths = tuple(unique)
+            self._parent_paths = extras
             fabric.set_uint_attribute(self.prim_paths, self._tag, np.arange(self.count, dtype=np.uint32))
             self._closed = False  # tags are on the stage from here: close() must remove them
             if self._parent_paths:
@@ -282,17 +505,24 @@ class FabricFrameView(BaseFrameView):
                     self._parent_paths, self._parent_tag, np.arange(len(self._parent_paths), dtype=np.uint32)
                 )
             self._sel = fabric.select([self._tag, WORLD_MATRIX, LOCAL_MATRIX], write=True)
-            self._parent_sel = fabric.select([self._parent_tag, WORLD_MATRIX], write=False)
-        dev = self._device
-        self._parent_index = wp.array(parent_index, dtype=wp.int32, device=dev)
-        self._slots = wp.empty(max(self.count, 1), dtype=wp.int32, device=dev)
+            self._parent_sel = fabric.select([self._parent_tag, WORLD_MATRIX, LOCAL_MATRIX], write=False)
+            follow_plan = getattr(fabric, "follow_plan", None)
+            self._follow = follow_plan(self.prim_paths) if follow_plan is not None else None
+        dev, n = self._device, max(self.count, 1)
+        self._node_parent = wp.array(node_parent, dtype=wp.int32, device=dev)
+        self._slots = wp.empty(n, dtype=wp.int32, device=dev)
         self._parent_slots = wp.empty(max(len(self._parent_paths), 1), dtype=wp.int32, device=dev)
-        self._written = wp.empty(max(self.count, 1), dtype=wp.int32, device=dev)
+        self._req_row = wp.full(n, -1, dtype=wp.int32, device=dev)  # view index -> request row, -1: not written
+        self._req_all = wp.array(np.arange(n, dtype=np.int32), dtype=wp.int32, device=dev)
+        self._new_local = wp.empty(n, dtype=wp.mat44d, device=dev)
+        self._new_world = wp.empty(n, dtype=wp.mat44d, device=dev)
+        self._written = wp.empty(n, dtype=wp.int32, device=dev)
         self._no_vec3 = wp.empty(0, dtype=wp.vec3f, device=dev)
         self._no_quat = wp.empty(0, dtype=wp.quatf, device=dev)
         self._no_index = wp.empty(0, dtype=wp.int32, device=dev)
+        self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._arrays: dict[str, Any] = {}
-        self._launches: dict[str, Any] = {}
+        self._launches: dict[Any, Any] = {}
         self._capture_stream: wp.Stream | None = None
 
     # ---------------------------------------------------------------- properties
@@ -308,7 +538,8 @@ class FabricFrameView(BaseFrameView):
 
     @property
     def parent_paths(self) -> tuple[str, ...]:
-        """Unique Fabric parents of the viewed prims (nearest ancestors carrying Fabric matrices)."""
+        """The other Fabric prims a write reads: the nearest ancestors carrying Fabric matrices that lie outside the
+        view, and the prims between nested view prims."""
         return self._parent_paths
 
     @property
@@ -331,7 +562,8 @@ class FabricFrameView(BaseFrameView):
             _remove_deferred_tags(fabric)
         self._refresh_one(self._sel, self.count, "prims", (self._tag, WORLD_MATRIX, LOCAL_MATRIX), write)
         if parents and self._parent_paths:
-            self._refresh_one(self._parent_sel, len(self._parent_paths), "parents", (self._parent_tag, WORLD_MATRIX))
+            attrs = (self._parent_tag, WORLD_MATRIX, LOCAL_MATRIX)
+            self._refresh_one(self._parent_sel, len(self._parent_paths), "parents", attrs)
 
     def _refresh_one(
         self, sel: FabricSelection, expected: int, what: str, attrs: tuple[str, ...], write: bool = False
@@ -341,14 +573,17 @@ class FabricFrameView(BaseFrameView):
         if sel.count != expected:
             sel.release()
             lost = self._untagged(self.prim_paths if what == "prims" else self._parent_paths, attrs[0])
+            reason = getattr(self._fabric, "lost_reason", lambda _path: None)
+            named = [f"{path!r} ({reason(path) or 'removed, deactivated, re-parented or no longer xformable'})"
+                     for path in lost]  # fmt: skip
             raise RuntimeError(
-                f"{self!r}: Fabric now holds {sel.count} of its {expected} tagged {what}; lost: {lost} (removed, "
-                f"deactivated, re-parented or no longer xformable since the view was created); recreate the view"
+                f"{self!r}: Fabric now holds {sel.count} of its {expected} tagged {what}; lost since the view was "
+                f"created: {', '.join(named) or 'unknown prims'}; recreate the view"
             )
         if changed or attrs[0] not in self._arrays:
+            prefix = "" if what == "prims" else "parent:"
             for name in attrs:
-                key = name if name != WORLD_MATRIX or what == "prims" else "parent_world"
-                self._arrays[key] = wp.fabricarray(sel, name)
+                self._arrays[prefix + name] = wp.fabricarray(sel, name)
             self._launches.clear()
 
     def _untagged(self, paths: Sequence[str], tag: str, limit: int = 3) -> list[str]:
@@ -377,7 +612,7 @@ class FabricFrameView(BaseFrameView):
                 "invert_parents",
                 invert_tag_column,
                 len(self._parent_paths),
-                [self._arrays[self._parent_tag]],
+                [self._arrays["parent:" + self._parent_tag]],
                 [self._parent_slots],
             )
 
@@ -411,145 +646,154 @@ class FabricFrameView(BaseFrameView):
         entry[1] = replays + 1
         cmd.launch()
 
-    def _launch_indexed(self, key: str, kernel: Any, fixed: list, indices: wp.array, outputs: list) -> None:
-        """Launch an indexed kernel ``kernel(*fixed, indices, *outputs)`` with ``dim = len(indices)`` through a recorded
-        command: only the indices, the outputs and the dimension are re-packed per call (``wp.launch`` looks the kernel
-        up on every call, most of this path's host time). Dropped with the fabric arrays on a bucket change."""
-        key = (key, *(out.ptr for out in outputs))
+    def _launch_cmd(self, key: str, kernel: Any, dim: Any, params: list) -> None:
+        """Launch ``kernel(*params)`` through a recorded command, re-packing only the parameters that changed since
+        the last call with this key (``wp.launch`` looks the kernel up and packs every argument on every call, most of
+        a small launch's host time). Dropped with the fabric arrays on a bucket change."""
         entry = self._launches.get(key)
         if entry is None:
-            cmd = wp.launch(kernel, dim=indices.shape[0], inputs=[*fixed, indices], outputs=outputs,
-                            device=self._device, record_cmd=True)  # fmt: skip
-            self._launches[key] = [cmd, 0, None, outputs]
-        else:
-            cmd = entry[0]
-            first = len(fixed)
-            cmd.set_param_at_index(first, indices)
-            for k, out in enumerate(outputs):
-                cmd.set_param_at_index(first + 1 + k, out)
-            cmd.set_dim(indices.shape[0])
+            cmd = wp.launch(kernel, dim=dim, inputs=params, device=self._device, record_cmd=True)
+            self._launches[key] = (cmd, list(params), [dim])
+            cmd.launch()
+            return
+        cmd, last, last_dim = entry
+        for j, value in enumerate(params):
+            old = last[j]
+            if value is not old and (isinstance(value, (wp.array, wp.fabricarray)) or value != old):
+                cmd.set_param_at_index(j, value)
+                last[j] = value
+        if dim != last_dim[0]:
+            cmd.set_dim(dim)
+            last_dim[0] = dim
         cmd.launch()
 
     # ---------------------------------------------------------------- reads
 
-    def _read_poses(self, attr: str, indices: wp.array | None, pos_out: wp.array, quat_out: wp.array) -> None:
+    def _read_poses(
+        self, attr: str, rows: Rows, pos_out: wp.array, quat_out: wp.array, offset: wp.quatf = _NO_OFFSET
+    ) -> None:
         with self._fabric.lock:
             try:
                 self._refresh(parents=False)
-                mats = self._arrays[attr]
-                if indices is None:
-                    self._launch_recorded(
-                        f"poses:{attr}",
-                        _scatter_poses,
-                        self.count,
-                        [self._arrays[self._tag], mats],
-                        [pos_out, quat_out],
-                    )
+                mats, tags = self._arrays[attr], self._arrays[self._tag]
+                key = (attr, tuple(offset))
+                if rows.kind == ALL:
+                    self._launch_recorded(f"poses:{key}", _scatter_poses, self.count, [tags, mats, offset],
+                                          [pos_out, quat_out])  # fmt: skip
+                elif rows.kind == MASK:
+                    self._launch_cmd(("masked", key), _scatter_poses_masked, self.count,
+                                     [tags, mats, rows.mask, offset, pos_out, quat_out])  # fmt: skip
                 else:
                     self._invert(parents=False)
-                    self._launch_indexed(
-                        f"gather:{attr}", _gather_poses, [mats, self._slots], indices, [pos_out, quat_out]
-                    )
+                    self._launch_cmd(("gather", key), _gather_poses, rows.count,
+                                     [mats, self._slots, self.count, offset, rows.indices, pos_out, quat_out,
+                                      self._errors.status])  # fmt: skip
             finally:
                 self._release_selections()
 
-    def _read_scales(self, attr: str, indices: wp.array | None, scale_out: wp.array) -> None:
+    def _read_scales(self, attr: str, rows: Rows, scale_out: wp.array) -> None:
         with self._fabric.lock:
             try:
                 self._refresh(parents=False)
-                mats = self._arrays[attr]
-                if indices is None:
-                    self._launch_recorded(
-                        f"scales:{attr}",
-                        _scatter_scales,
-                        self.count,
-                        [self._arrays[self._tag], mats],
-                        [scale_out],
-                    )
+                mats, tags = self._arrays[attr], self._arrays[self._tag]
+                if rows.kind == ALL:
+                    self._launch_recorded(f"scales:{attr}", _scatter_scales, self.count,
+                                          [tags, mats, self._no_mask, 0], [scale_out])  # fmt: skip
+                elif rows.kind == MASK:
+                    self._launch_cmd(("scales_masked", attr), _scatter_scales, self.count,
+                                     [tags, mats, rows.mask, 1, scale_out])  # fmt: skip
                 else:
                     self._invert(parents=False)
-                    self._launch_indexed(
-                        f"gather_scales:{attr}", _gather_scales, [mats, self._slots], indices, [scale_out]
-                    )
+                    self._launch_cmd(("gather_scales", attr), _gather_scales, rows.count,
+                                     [mats, self._slots, self.count, rows.indices, scale_out,
+                                      self._errors.status])  # fmt: skip
             finally:
                 self._release_selections()
 
-    def _read_world_poses(self, indices: wp.array | None, pos_out: wp.array, quat_out: wp.array) -> None:
-        self._read_poses(WORLD_MATRIX, indices, pos_out, quat_out)
+    def _read_world_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
+        self._read_poses(WORLD_MATRIX, rows, pos_out, quat_out)
 
-    def _read_local_poses(self, indices: wp.array | None, pos_out: wp.array, quat_out: wp.array) -> None:
-        self._read_poses(LOCAL_MATRIX, indices, pos_out, quat_out)
+    def _read_local_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
+        self._read_poses(LOCAL_MATRIX, rows, pos_out, quat_out)
 
-    def _read_world_scales(self, indices: wp.array | None, scale_out: wp.array) -> None:
-        self._read_scales(WORLD_MATRIX, indices, scale_out)
+    def _read_world_scales(self, rows: Rows, scale_out: wp.array) -> None:
+        self._read_scales(WORLD_MATRIX, rows, scale_out)
 
-    def _read_local_scales(self, indices: wp.array | None, scale_out: wp.array) -> None:
-        self._read_scales(LOCAL_MATRIX, indices, scale_out)
+    def _read_local_scales(self, rows: Rows, scale_out: wp.array) -> None:
+        self._read_scales(LOCAL_MATRIX, rows, scale_out)
+
+    def _read_world_poses_rotated(self, rows: Rows, pos_out: wp.array, quat_out: wp.array, offset: wp.quatf) -> None:
+        """World poses with each orientation right-multiplied by ``offset`` in the same launch (camera frames)."""
+        self._read_poses(WORLD_MATRIX, rows, pos_out, quat_out, offset)
 
     # ---------------------------------------------------------------- writes
 
     def _write(
         self,
-        indices: wp.array | None,
+        rows: Rows,
         *,
         in_world: bool,
         pos: wp.array | None = None,
         quat: wp.array | None = None,
         scale: wp.array | None = None,
     ) -> None:
-        rows = self.count if indices is None else indices.shape[0]
+        """Solve every written prim against its parent's world matrix after the write (nested prims included), then
+        commit all rows or none, then bring the descendants' world matrices up to date. Device work only, except for
+        providers without a device hierarchy update (ovstage, usdrt)."""
+        status = self._errors.status
+        use_indices = 1 if rows.kind == INDEXED else 0
+        indices = rows.indices if rows.kind == INDEXED else self._no_index
         with self._fabric.lock:
             try:
                 self._refresh(parents=True, write=True)
                 self._invert(parents=True)
-                parent_world = self._arrays.get("parent_world") if self._parent_paths else self._arrays[WORLD_MATRIX]
-                if in_world:  # before any row is written: a singular parent rejects the whole write
-                    idx, use = (self._no_index, 0) if indices is None else (indices, 1)
-                    self._first_bad.fill_(rows)
-                    inputs = [parent_world, self._parent_slots, self._parent_index, idx, use]
-                    out = [self._first_bad]
-                    wp.launch(_find_singular_parents, dim=rows, inputs=inputs, outputs=out, device=self._device)
-                    bad = int(self._first_bad.numpy()[0])
-                    if bad < rows:
-                        prim = self.prim_paths[bad if indices is None else int(indices.numpy()[bad])]
-                        raise ValueError(
-                            f"prim {prim!r}: its parent's world matrix is singular (e.g. a zero scale), so no world "
-                            "pose can be written under it; write its local pose instead; nothing was written"
-                        )
-                written = self._written[:rows]
-                wp.launch(
-                    _write_transforms,
-                    dim=rows,
-                    inputs=[
-                        parent_world,
-                        self._slots,
-                        self._parent_slots,
-                        self._parent_index,
-                        self._no_index if indices is None else indices,
-                        0 if indices is None else 1,
-                        1 if in_world else 0,
-                        0 if pos is None else 1,
-                        self._no_vec3 if pos is None else pos,
-                        0 if quat is None else 1,
-                        self._no_quat if quat is None else quat,
-                        0 if scale is None else 1,
-                        self._no_vec3 if scale is None else scale,
-                    ],
-                    outputs=[self._arrays[WORLD_MATRIX], self._arrays[LOCAL_MATRIX], written],
-                    device=self._device,
-                )
-                self._fabric.propagate_world(self._sel, written)
+                if rows.kind == INDEXED:
+                    self._req_row.fill_(-1)
+                    self._launch_cmd("stage_indices", _stage_indices, rows.count,
+                                     [indices, self.count, self._req_row, status])  # fmt: skip
+                    req_row = self._req_row
+                elif rows.kind == MASK:
+                    self._launch_cmd("stage_mask", _stage_mask, self.count, [rows.mask, self._req_row])
+                    req_row = self._req_row
+                else:
+                    req_row = self._req_all
+                parents = self._parent_paths
+                extra_world = self._arrays["parent:" + WORLD_MATRIX] if parents else self._arrays[WORLD_MATRIX]
+                extra_local = self._arrays["parent:" + LOCAL_MATRIX] if parents else self._arrays[LOCAL_MATRIX]
+                view_world, view_local = self._arrays[WORLD_MATRIX], self._arrays[LOCAL_MATRIX]
+                self._launch_cmd("solve", _solve_writes, rows.count, [
+                    view_local, self._slots, extra_world, extra_local, self._parent_slots, self._node_parent,
+                    self.count, indices, use_indices, req_row, int(in_world),
+                    int(pos is not None), self._no_vec3 if pos is None else pos,
+                    int(quat is not None), self._no_quat if quat is None else quat,
+                    int(scale is not None), self._no_vec3 if scale is None else scale,
+                    self._new_local, self._new_world, status,
+                ])  # fmt: skip
+                written = self._written if rows.count == self._written.shape[0] else self._head(self._written,
+                                                                                               rows.count)  # fmt: skip
+                self._launch_cmd("commit", _commit_writes, rows.count, [
+                    self._new_local, self._new_world, self._slots, self.count, indices, use_indices, req_row, status,
+                    view_local, view_world, written,
+                ])  # fmt: skip
+                if self._follow is not None:
+                    self._fabric.follow_writes(self._follow, indices, use_indices, req_row, rows.count, status)
+                else:  # providers that update the hierarchy on the host: settle errors first, then hand the slots
+                    self._errors.settle(self._status_error("set", rows), now=True)
+                    slots = written.numpy()
+                    slots = slots[slots >= 0]
+                    if slots.size:
+                        self._fabric.propagate_world(self._sel, wp.array(slots, dtype=wp.int32, device=self._device))
             finally:
                 self._release_selections()
 
-    def _write_world_poses(self, indices: wp.array | None, pos: wp.array | None, quat: wp.array | None) -> None:
-        self._write(indices, in_world=True, pos=pos, quat=quat)
+    def _write_world_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
+        self._write(rows, in_world=True, pos=pos, quat=quat)
 
-    def _write_local_poses(self, indices: wp.array | None, pos: wp.array | None, quat: wp.array | None) -> None:
-        self._write(indices, in_world=False, pos=pos, quat=quat)
+    def _write_local_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
+        self._write(rows, in_world=False, pos=pos, quat=quat)
 
-    def _write_local_scales(self, indices: wp.array | None, scales: wp.array) -> None:
-        self._write(indices, in_world=False, scale=scales)
+    def _write_local_scales(self, rows: Rows, scales: wp.array) -> None:
+        self._write(rows, in_world=False, scale=scales)
 
     # ---------------------------------------------------------------- lifecycle
 

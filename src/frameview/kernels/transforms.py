@@ -117,6 +117,128 @@ def local_from_world_pose(t: wp.vec3d, q: wp.quatd, local_scale: wp.vec3d, paren
     return compose_matrix(lt, lq, local_scale)
 
 
+SHEAR_TOLERANCE = wp.constant(1.0e-6)
+"""Relative error of recomposing a matrix from its (translation, rotation, scale) above which it counts as sheared."""
+
+# write statuses, in order of precedence when several rows fail (the error reports the first failing row)
+WRITE_OK = wp.constant(0)
+WRITE_SINGULAR_PARENT = wp.constant(1)
+WRITE_SHEAR = wp.constant(2)
+WRITE_NOT_FINITE = wp.constant(3)
+
+
+@wp.func
+def shear_error(m: wp.mat44d):
+    """Relative error of recomposing the upper 3x3 of ``m`` from its decomposition (0 without shear)."""
+    t, q, s = decompose_matrix(m)
+    r = compose_matrix(t, q, s)
+    err = wp.float64(0.0)
+    size = wp.float64(1.0e-30)
+    for a in range(3):
+        size = wp.max(size, wp.abs(s[a]))
+        for b in range(3):
+            err = wp.max(err, wp.abs(r[a, b] - m[a, b]))
+    return err / size
+
+
+@wp.func
+def with_translation(m: wp.mat44d, t: wp.vec3d):
+    """``m`` with its translation row replaced (the upper 3x3, shear included, is kept bit for bit)."""
+    out = m
+    out[3, 0] = t[0]
+    out[3, 1] = t[1]
+    out[3, 2] = t[2]
+    return out
+
+
+@wp.func
+def transform_point(p: wp.vec3d, m: wp.mat44d):
+    """Row-vector point transform ``p @ m``."""
+    return wp.vec3d(
+        p[0] * m[0, 0] + p[1] * m[1, 0] + p[2] * m[2, 0] + m[3, 0],
+        p[0] * m[0, 1] + p[1] * m[1, 1] + p[2] * m[2, 1] + m[3, 1],
+        p[0] * m[0, 2] + p[1] * m[1, 2] + p[2] * m[2, 2] + m[3, 2],
+    )
+
+
+@wp.func
+def local_rotation_for_world(q: wp.quatd, parent_world: wp.mat44d):
+    """Local rotation (xyzw) that gives a child the world rotation ``q`` under ``parent_world``.
+
+    Exact when the parent's upper 3x3 is a similarity (uniform scale times an orthogonal matrix), mirrors included:
+    with ``M`` the parent's orthogonal part and ``e = sign(det M)``, the local rotation matrix (rows) is
+    ``diag(e, 1, 1) R(q) M^T``, which is proper, and the child's world matrix then decomposes (mirror on x, as
+    :func:`decompose_matrix` reports it) to exactly ``q``. Under a non-uniform scale it uses the parent's rotation
+    part, the closest a pose can get (the exact world matrix would need shear).
+    """
+    _pt, pq, ps = decompose_matrix(parent_world)
+    rq = wp.transpose(wp.quat_to_matrix(wp.normalize(q)))  # rows
+    rp = wp.transpose(wp.quat_to_matrix(pq))  # rows: the parent's proper rotation
+    e = wp.float64(1.0)
+    if ps[0] < wp.float64(0.0):
+        e = wp.float64(-1.0)
+    flip = wp.mat33d(e, wp.float64(0.0), wp.float64(0.0),
+                     wp.float64(0.0), wp.float64(1.0), wp.float64(0.0),
+                     wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))  # fmt: skip
+    # M = flip @ rp, so R_local = flip @ rq @ M^T = flip @ rq @ rp^T @ flip
+    rl = flip @ rq @ wp.transpose(rp) @ flip
+    lq = wp.normalize(wp.quat_from_matrix(wp.transpose(rl)))
+    if lq[3] < wp.float64(0.0):
+        lq = -lq
+    return lq
+
+
+@wp.func
+def solve_local(
+    local: wp.mat44d,
+    parent_world: wp.mat44d,
+    in_world: int,
+    set_t: int,
+    t: wp.vec3d,
+    set_q: int,
+    q: wp.quatd,
+    set_s: int,
+    s: wp.vec3d,
+):
+    """The new local matrix of a prim after a write, and a status (``WRITE_*``).
+
+    Only what is asked changes; whatever is ``None`` (flag 0) is kept exactly:
+
+    - a translation-only write (either space) replaces the translation row and keeps the upper 3x3 bit for bit
+      (shear included); in world space the local translation is ``t @ inverse(parent_world)``, always exact;
+    - an orientation and/or scale write recomposes the upper 3x3 from the kept and the given components, so the
+      prim's local matrix must have no shear (``WRITE_SHEAR`` otherwise); in world space the local rotation comes
+      from :func:`local_rotation_for_world`; the local scale is kept unless ``set_s``;
+    - a world write needs an invertible parent world matrix (``WRITE_SINGULAR_PARENT`` otherwise).
+    """
+    status = int(WRITE_OK)
+    out = local
+    if in_world != 0 and is_singular(parent_world):
+        return out, WRITE_SINGULAR_PARENT
+    if set_q != 0 or set_s != 0:
+        if shear_error(local) > wp.float64(SHEAR_TOLERANCE):
+            return out, WRITE_SHEAR
+        _lt, lq, ls = decompose_matrix(local)
+        if set_q != 0:
+            if in_world != 0:  # noqa: SIM108 - Warp kernels: plain branches
+                lq = local_rotation_for_world(q, parent_world)
+            else:
+                lq = wp.normalize(q)
+        if set_s != 0:
+            ls = s
+        out = compose_matrix(wp.vec3d(local[3, 0], local[3, 1], local[3, 2]), lq, ls)
+    if set_t != 0:
+        if in_world != 0:
+            out = with_translation(out, transform_point(t, wp.inverse(parent_world)))
+        else:
+            out = with_translation(out, t)
+    for a in range(4):
+        for b in range(4):
+            if not wp.isfinite(out[a, b]):
+                status = WRITE_NOT_FINITE
+    return out, status
+
+
 @wp.func
 def world_to_local(world: wp.mat44d, parent_world: wp.mat44d):
     """Local matrix of a prim from its world matrix and its parent's world matrix."""

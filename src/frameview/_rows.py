@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Which rows a call reads or writes (all, indices, mask), and how errors found on the device reach the caller.
+
+Internal to the views. A call's rows are one :class:`Rows`: ``ALL`` (every view prim, row ``i`` is prim ``i``),
+``INDEXED`` (row ``k`` is prim ``indices[k]``, int32 on the view's device) or ``MASK`` (row ``i`` is prim ``i``,
+written / read only where ``mask[i]``).
+
+Errors that only the device can see (an index out of range or repeated in device indices, a non-finite value in a
+device array, a singular parent, a sheared local matrix) are recorded by the kernels in a one-int status word:
+``row * STATUS_CODES + code``, kept at its minimum, so the first failing row wins. :class:`DeviceErrors` turns it into
+an exception: at once on the CPU (Warp's CPU launches are synchronous, reading costs nothing) and for host inputs;
+for device inputs on CUDA at the view's next call once the GPU has finished (no host round trip on the hot path),
+or at :meth:`frameview.BaseFrameView.check`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+ALL, INDEXED, MASK = 0, 1, 2
+
+STATUS_OK = 2**31 - 1
+"""The status word at rest (no error)."""
+
+# error codes, lowest first for the same row
+CODE_INDEX_RANGE = wp.constant(1)
+CODE_INDEX_DUPLICATE = wp.constant(2)
+CODE_VALUE_NOT_FINITE = wp.constant(3)
+CODE_ZERO_QUATERNION = wp.constant(4)
+CODE_SINGULAR_PARENT = wp.constant(5)
+CODE_SHEAR = wp.constant(6)
+CODE_RESULT_NOT_FINITE = wp.constant(7)
+STATUS_CODES = wp.constant(8)
+
+
+@wp.func
+def report(status: wp.array(dtype=wp.int32), row: int, code: int):
+    """Record error ``code`` at ``row`` (the smallest row, then code, wins)."""
+    wp.atomic_min(status, 0, row * STATUS_CODES + code)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The rows of one call.
+
+    Attributes:
+        kind: ``ALL``, ``INDEXED`` or ``MASK``.
+        count: Rows of the data and of the outputs (the view's count for ``ALL`` and ``MASK``).
+        indices: int32 view indices on the view's device (``INDEXED``); possibly unchecked, see ``checked``.
+        mask: bool (count,) on the view's device (``MASK``).
+        checked: Bounds and duplicates were checked on the host (host inputs); else the kernels check them.
+        source: What the caller passed (error messages read it on the error path only).
+    """
+
+    kind: int
+    count: int
+    indices: wp.array | None = None
+    mask: wp.array | None = None
+    checked: bool = True
+    source: Any = None
+
+    def host_indices(self) -> np.ndarray | None:
+        """The view indices as NumPy (``None`` for ``ALL``). Copies device data: host-bound backends only."""
+        if self.kind == ALL:
+            return None
+        if self.kind == MASK:
+            return np.flatnonzero(self.mask.numpy())
+        return self.indices.numpy().astype(np.int64)
+
+
+class DeviceErrors:
+    """The status word of one view, and the errors it reports.
+
+    Args:
+        device: The view's Warp device.
+    """
+
+    _RING = 8
+
+    def __init__(self, device: wp.context.Device) -> None:
+        self._device = device
+        self.status = wp.full(1, STATUS_OK, dtype=wp.int32, device=device)
+        self._pending: list[tuple[int, Callable[[int], Exception]]] = []  # (ring slot, error factory)
+        if device.is_cuda:
+            self._pinned = wp.full(self._RING, STATUS_OK, dtype=wp.int32, device="cpu", pinned=True)
+            self._host = self._pinned.numpy()
+            self._events = [wp.Event(device) for _ in range(self._RING)]
+            self._next = 0
+
+    def settle(self, make_error: Callable[[int], Exception], *, now: bool) -> None:
+        """After a call's launches: raise its error now (CPU, host inputs, or ``now``), or queue the check.
+
+        Args:
+            make_error: Builds the exception from the status word (called on the error path only).
+            now: Report before returning even on CUDA (a host sync; used when the inputs came from the host).
+        """
+        if self._device.is_cpu or now:
+            value = int(self.status.numpy()[0])
+            if value != STATUS_OK:
+                self.status.fill_(STATUS_OK)
+                self._pending.clear()
+                raise make_error(value)
+            return
+        if self._device.is_capturing:
+            return  # inside a graph capture: check() reports (the status word is part of the graph)
+        if len(self._pending) == self._RING:
+            self.poll(wait=True, limit=1)
+        slot = self._next
+        self._next = (slot + 1) % self._RING
+        wp.copy(self._pinned, self.status, dest_offset=slot, count=1)
+        wp.get_stream(self._device).record_event(self._events[slot])
+        self._pending.append((slot, make_error))
+
+    def poll(self, *, wait: bool = False, limit: int | None = None) -> None:
+        """Raise the first error of the queued calls that the GPU has finished (all of them when ``wait``)."""
+        done = 0
+        while self._pending and (limit is None or done < limit):
+            slot, make_error = self._pending[0]
+            event = self._events[slot]
+            if wait:
+                wp.synchronize_event(event)
+            elif not event.is_complete:
+                return
+            self._pending.pop(0)
+            done += 1
+            value = int(self._host[slot])
+            if value != STATUS_OK:
+                self._pending.clear()
+                self.status.fill_(STATUS_OK)
+                raise make_error(value)
+
+    def check(self, make_error: Callable[[int], Exception]) -> None:
+        """Synchronise and raise any error recorded so far (queued calls first, then the status word itself)."""
+        if self._device.is_cuda:
+            self.poll(wait=True)
+        value = int(self.status.numpy()[0])
+        if value != STATUS_OK:
+            self.status.fill_(STATUS_OK)
+            raise make_error(value)
+
+
+def split_status(value: int) -> tuple[int, int]:
+    """Status word -> (row, code)."""
+    return value // int(STATUS_CODES), value % int(STATUS_CODES)

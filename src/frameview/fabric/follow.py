@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Descendants follow a write, on the device: the embedded model's hierarchy update for one view.
+
+A :class:`FollowPlan` is built once per view (and again only when prims are added or removed): the strict
+descendants of each view prim, as a CSR list per view index, and for every node (view prims and their descendants)
+its parent node, or, at the top of the view's subtrees, the slot of the parent whose world matrix the write cannot
+move. After a write has committed the view prims' local and world matrices, one launch of ``(rows, widest subtree)``
+threads recomputes each written prim's descendants: a thread walks from its node up to that top composing local
+matrices (``world = local @ ... @ parent_world``), so no thread waits for another and nothing is read that the launch
+writes. Work is O(written prims + their descendants); the launch shape depends only on the call's row count (a mask
+covers the whole view), so it can be captured in a CUDA graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+from .._rows import STATUS_OK
+
+__all__ = ["FollowPlan", "follow_written"]
+
+_STATUS_OK = wp.constant(STATUS_OK)
+
+
+@wp.kernel(enable_backward=False)
+def follow_written(
+    # inputs
+    local: wp.fabricarray(dtype=wp.mat44d),
+    start: wp.array(dtype=wp.int32),
+    nodes: wp.array(dtype=wp.int32),
+    node_slot: wp.array(dtype=wp.int32),
+    node_parent: wp.array(dtype=wp.int32),
+    node_top: wp.array(dtype=wp.int32),
+    count: int,
+    indices: wp.array(dtype=wp.int32),
+    use_indices: int,
+    req_row: wp.array(dtype=wp.int32),
+    status: wp.array(dtype=wp.int32),
+    # outputs
+    world_out: wp.fabricarray(dtype=wp.mat44d),
+):
+    """Thread ``(k, j)``: the ``j``-th descendant of the prim written at row ``k`` gets ``local @ ... @ top world``."""
+    k, j = wp.tid()
+    if status[0] != _STATUS_OK:
+        return
+    i = k
+    if use_indices != 0:
+        i = indices[k]
+        if i < 0 or i >= count:
+            return
+    if req_row[i] < 0:
+        return
+    first = start[i]
+    if j >= start[i + 1] - first:
+        return
+    d = nodes[first + j]
+    m = local[node_slot[d]]
+    n = d
+    while node_parent[n] >= 0:
+        n = node_parent[n]
+        m = m @ local[node_slot[n]]
+    top = node_top[n]
+    if top >= 0:
+        m = m @ world_out[top]
+    world_out[node_slot[d]] = m
+
+
+class FollowPlan:
+    """The descendants of one view's prims in an embedded model, laid out for :func:`follow_written`.
+
+    Args:
+        model: The :class:`~frameview.fabric.memory.MemoryFabricStage`.
+        paths: The view's prim paths (view order).
+    """
+
+    def __init__(self, model: Any, paths: tuple[str, ...]) -> None:
+        self._model = model
+        self._paths = paths
+        self._structure = -1
+        self._layout = -1
+        self.width = 0
+
+    def refresh(self) -> None:
+        """Rebuild after prims were added or removed; re-slot after the buckets changed (host work, O(plan))."""
+        model = self._model
+        if self._structure != model.structure_version:
+            self._build()
+            self._structure = model.structure_version
+            self._layout = -1
+        if self._layout != model.layout_version:
+            _local, _world, offsets = model.xform_columns()
+            pids = self._pids
+            slots = offsets[model.bucket_of(pids)] + model.row_of(pids)
+            top = np.where(self._top_pid >= 0, 0, -1)
+            has_top = self._top_pid >= 0
+            top[has_top] = offsets[model.bucket_of(self._top_pid[has_top])] + model.row_of(self._top_pid[has_top])
+            dev = model.device
+            self.node_slot = wp.array(slots.astype(np.int32), dtype=wp.int32, device=dev)
+            self.node_top = wp.array(top.astype(np.int32), dtype=wp.int32, device=dev)
+            self._layout = model.layout_version
+
+    def _build(self) -> None:
+        model = self._model
+        view_pids = model.prim_ids(self._paths)
+        n = view_pids.size
+        origin, below = model.descendant_pairs(view_pids)  # (view index, descendant pid) pairs
+        # nodes: the view prims (node i = view index i), then every other descendant once
+        extra = np.setdiff1d(np.unique(below), view_pids)
+        pids = np.concatenate([view_pids, extra])
+        node_of = dict(zip(pids.tolist(), range(pids.size), strict=True))
+        parents = model.parent_of(pids)
+        node_parent = np.array([node_of.get(int(p), -1) for p in parents], dtype=np.int32)
+        self._top_pid = np.where(node_parent < 0, parents, -1)
+        order = np.argsort(origin, kind="stable")
+        nodes = np.array([node_of[int(p)] for p in below[order]], dtype=np.int32)
+        counts = np.bincount(origin, minlength=n) if origin.size else np.zeros(n, dtype=np.int64)
+        start = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(counts, out=start[1:])
+        dev = model.device
+        self._pids = pids
+        self.start = wp.array(start, dtype=wp.int32, device=dev)
+        self.nodes = wp.array(nodes if nodes.size else np.zeros(1, np.int32), dtype=wp.int32, device=dev)
+        self.node_parent = wp.array(node_parent, dtype=wp.int32, device=dev)
+        self.width = int(counts.max()) if counts.size else 0
