@@ -38,11 +38,17 @@ def make_ovstage_view(prim_path: str | Sequence[str], stage: Any, device: str) -
     return fv.FabricFrameView(prim_path, stage=ovstage_for(stage), device=device)
 
 
+def _real_usdrt() -> bool:
+    """Whether the usdrt backend runs on Kit's real usdrt (FRAMEVIEW_TEST_PROVIDER=usdrt in Isaac Sim's Python)."""
+    return os.environ.get("FRAMEVIEW_TEST_PROVIDER") == "usdrt"
+
+
 def make_usdrt_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv.BaseFrameView:
-    """The Fabric backend on Kit's Fabric (usdrt): runs inside Isaac Sim's Python with FRAMEVIEW_TEST_PROVIDER=usdrt."""
-    if os.environ.get("FRAMEVIEW_TEST_PROVIDER") != "usdrt":
-        pytest.skip("usdrt runs only inside Isaac Sim / Kit: set FRAMEVIEW_TEST_PROVIDER=usdrt in Isaac Sim's Python")
-    pytest.importorskip("usdrt", reason="FRAMEVIEW_TEST_PROVIDER=usdrt, but usdrt is not importable (not in Kit?)")
+    """The Fabric backend through the usdrt provider: on Kit's Fabric inside Isaac Sim's Python with
+    FRAMEVIEW_TEST_PROVIDER=usdrt, else on the CI stand-in for usdrt (tests/fakes/usdrt_standin.py, installed by the
+    :func:`usdrt_module` fixture)."""
+    if _real_usdrt():
+        pytest.importorskip("usdrt", reason="FRAMEVIEW_TEST_PROVIDER=usdrt, but usdrt is not importable (not in Kit?)")
     return fv.FabricFrameView(prim_path, stage=stage, device=device, fabric_provider="usdrt")
 
 
@@ -61,7 +67,20 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_view(backend: str, device: str) -> Iterator[ViewFactory]:
+def usdrt_module(backend: str, device: str) -> Iterator[Any]:
+    """For the usdrt backend outside Kit: the usdrt stand-in in ``sys.modules`` for the test and its teardown
+    (yields its runtime); ``None`` for other backends and on Kit's real usdrt."""
+    if backend != "usdrt" or _real_usdrt():
+        yield None
+        return
+    from fakes.usdrt_standin import installed
+
+    with installed(device, shuffle_seed=0) as runtime:
+        yield runtime
+
+
+@pytest.fixture
+def make_view(backend: str, device: str, usdrt_module: Any) -> Iterator[ViewFactory]:
     """``make_view(prim_path, stage, device=<the device parameter>)``: a view of the backend under test.
 
     Every view made is closed at teardown.
