@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -213,6 +214,7 @@ def targets(rows: Sequence[dict], envs: int = 8192) -> list[dict]:
             out.append(
                 {
                     "target": f"{metric} ({envs}-prim view) flat in stage size: max/min <= 1.3",
+                    "label": f"slot-table rebuild ({_which(metric)}) flat in stage size, max/min ≤ 1.3",
                     "measured": f"max/min = {ratio:.2f} over filler {min(vals):,}..{max(vals):,} "
                     f"({_fmt_s(min(vals.values()), 'us')}-{_fmt_s(max(vals.values()), 'us')} us)",
                     "met": ratio <= 1.3,
@@ -241,6 +243,8 @@ def targets(rows: Sequence[dict], envs: int = 8192) -> list[dict]:
             out.append(
                 {
                     "target": f"{metric} vs stage-wide at {f:,} filler: >= 1000x",
+                    "label": f"slot-table rebuild ({_which(metric)}) ≥ 1000x faster than the baseline at "
+                    f"{format_count(f)} filler",
                     "measured": f"{w / s:,.0f}x ({_fmt_s(w)} ms vs {_fmt_s(s, 'us')} us)",
                     "met": w / s >= 1000,
                     "value": w / s,
@@ -254,6 +258,7 @@ def targets(rows: Sequence[dict], envs: int = 8192) -> list[dict]:
         out.append(
             {
                 "target": f"get_world_poses, {envs} prims, {big:,} filler: GPU <= 25 us (CPU: report)",
+                "label": f"get_world_poses ≤ 25 us on a GPU ({envs} prims; reported only on a CPU)",
                 "measured": f"{g * 1e6:,.0f} us on {device}",
                 "met": (g <= 25e-6) if on_gpu else None,
                 "value": g,
@@ -267,6 +272,7 @@ def targets(rows: Sequence[dict], envs: int = 8192) -> list[dict]:
         out.append(
             {
                 "target": f"get_world_poses vs UsdFrameView at {envs} prims: >= 200x",
+                "label": f"get_world_poses ≥ 200x faster than USD ({envs} prims)",
                 "measured": f"{u / s:,.0f}x at {f:,} filler ({_fmt_s(u)} ms vs {_fmt_s(s, 'us')} us)",
                 "met": u / s >= 200,
                 "value": u / s,
@@ -278,6 +284,7 @@ def targets(rows: Sequence[dict], envs: int = 8192) -> list[dict]:
         out.append(
             {
                 "target": f"close() <= 1 us per tagged prim ({envs} envs, {big:,} filler)",
+                "label": f"close() ≤ 1 us per tagged prim ({format_count(big)} filler)",
                 "measured": f"{c * 1e6:.2f} us per prim",
                 "met": c <= 1e-6,
                 "value": c,
@@ -290,12 +297,18 @@ def targets(rows: Sequence[dict], envs: int = 8192) -> list[dict]:
         out.append(
             {
                 "target": f"first access, {envs} envs, {prims:,}-prim stage: <= 100 ms",
+                "label": f"first access ≤ 100 ms ({envs} envs, {prims:,} prims)",
                 "measured": f"{fa * 1e3:.0f} ms",
                 "met": fa <= 0.1,
                 "value": fa,
             }
         )
     return out
+
+
+def _which(metric: str) -> str:
+    what = "parents" if "parents" in metric else "prims"
+    return f"{what}, interleaved" if "interleaved" in metric else what
 
 
 def targets_table(runs: dict[str, Sequence[dict]], envs: int | None = None) -> str:
@@ -340,27 +353,157 @@ def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
+# What a reader of a plot or of the short table sees for each method of the rows.
+METHOD_LABELS = {
+    "scoped": "frameview (scoped selection)",
+    "stage_wide": "stage-wide selection (baseline)",
+    "usd": "USD (pxr)",
+}
+
+PLOT_TITLES = {
+    "slot_rebuild_children": "Slot-table rebuild on every access: viewed prims",
+    "slot_rebuild_parents": "Slot-table rebuild on every access: their parents",
+    "first_access": "First access: build the view + one read",
+    "get_world_poses": "get_world_poses, every viewed prim",
+    "set_world_poses": "set_world_poses, every viewed prim",
+    "resolve_pattern": "Resolve the prim-path pattern",
+    "close_per_prim": "close(): time per tagged prim",
+}
+
+# Horizontal target lines: metric -> (seconds, label). Only targets that are a fixed time are drawn.
+PLOT_TARGETS = {
+    "slot_rebuild_children": (25e-6, "target on a GPU: ≤ 25 us (8192-prim view)"),
+    "slot_rebuild_parents": (25e-6, "target on a GPU: ≤ 25 us (8192-prim view)"),
+    "first_access": (0.1, "target: ≤ 100 ms (8192 envs, 1M filler)"),
+    "get_world_poses": (25e-6, "target on a GPU: ≤ 25 us (8192 prims)"),
+    "close_per_prim": (1e-6, "target: ≤ 1 us per tagged prim"),
+}
+
+
+def format_time(seconds: float | None) -> str:
+    """``0.41 us``, ``14.2 us``, ``3.30 ms``, ``1.25 s``: three significant figures, in the unit that fits (us at
+    least, as the targets are written)."""
+    if seconds is None:
+        return "—"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale or unit == "us":
+            v = seconds / scale
+            break
+    if v >= 100:
+        return f"{v:,.0f} {unit}"
+    return f"{v:.1f} {unit}" if v >= 10 else f"{v:.2f} {unit}" if v >= 0.1 else f"{v:.3f} {unit}"
+
+
+def format_count(n: float) -> str:
+    """``0``, ``950``, ``25k``, ``125k``, ``1M``, ``1.02M``: prim counts for tick labels and tables."""
+    n = float(n)
+    if n >= 1e6:
+        return f"{n / 1e6:.3g}M"
+    if n >= 1e3:
+        return f"{n / 1e3:.3g}k"
+    return f"{n:.0f}"
+
+
+def short_table(rows: Sequence[dict], envs: int | None = None) -> str:
+    """The one table a person reads after a run: frameview vs the stage-wide baseline vs USD, with ratios.
+
+    One line per (metric, filler) at ``envs`` (default: the largest of the run); fillers are the smallest, 100k
+    and the largest of the run.
+    """
+    idx = Rows(rows)
+    if envs is None:
+        envs = max(idx.envs(), default=0)
+    fillers = idx.fillers(envs)
+    if not fillers:
+        return "(no rows)"
+    shown = sorted({min(fillers), max(fillers)} | ({100_000} & set(fillers)))
+    metrics = (
+        ("slot_rebuild_full", "slot tables rebuilt (prims + parents)"),
+        ("first_access", "first access (build view + 1 read)"),
+        ("get_world_poses", "get_world_poses, all prims"),
+        ("set_world_poses", "set_world_poses, all prims"),
+        ("close_per_prim", "close(), per tagged prim"),
+    )
+    head = (
+        f"| {envs:,} envs: metric (median) | stage prims (filler) | {METHOD_LABELS['scoped']} "
+        f"| {METHOD_LABELS['stage_wide']} | {METHOD_LABELS['usd']} | baseline / frameview | USD / frameview |"
+    )
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|"]
+    for metric, label in metrics:
+        for f in shown:
+            s, w, u = (idx.median(envs, f, m, metric) for m in ("scoped", "stage_wide", "usd"))
+            if s is None:
+                continue
+            any_row = idx.get(envs, f, "scoped", metric)
+            prims = any_row["stage_prims"] if any_row else 0
+            lines.append(
+                f"| {label} | {prims:,} ({format_count(f)}) | {format_time(s)} | {format_time(w)} | {format_time(u)} "
+                f"| {_ratio(w, s)} | {_ratio(u, s)} |"
+            )
+    return "\n".join(lines)
+
+
+def short_targets(rows: Sequence[dict], envs: int | None = None) -> str:
+    """The targets of :func:`targets` at ``envs``, one line each; the flatness check once (interleaved if run)."""
+    if envs is None:
+        envs = max((r["envs"] for r in rows), default=8192)
+    evaluated = targets(rows, envs)
+    interleaved = any("interleaved" in t["target"] for t in evaluated)
+    lines = []
+    for t in evaluated:
+        if "per-filler minimum" in t["target"]:
+            continue
+        if interleaved and "flat in stage size" in t["target"] and "interleaved" not in t["target"]:
+            continue
+        mark = {True: "met     ", False: "MISSED  ", None: "reported"}[t["met"]]
+        lines.append(f"- {mark} {t.get('label', t['target'])}: {t['measured']}")
+    return "\n".join(lines) if lines else "(no target can be evaluated from this run)"
+
+
+def markdown_report(rows: Sequence[dict], name: str, header: str) -> str:
+    """Every table of a run, as Markdown (written beside the JSON)."""
+    return (
+        "\n\n".join(
+            [
+                f"# {name}\n\n{header}",
+                "## Summary\n\n" + short_table(rows),
+                "## Targets\n\n" + targets_table({name: rows}, envs=max((r["envs"] for r in rows), default=None)),
+                "## Every scene\n\n" + summary_table(rows),
+                "## Slot-table rebuild (the PR's table)\n\n" + pr_table(rows),
+                "## All rows\n\n" + full_table(rows),
+            ]
+        )
+        + "\n"
+    )
+
+
 def plot(rows: Sequence[dict], out_dir: Path, name: str) -> list[Path]:
-    """One PNG per metric: time vs stage prims (log-log), one line per (method, envs). Needs matplotlib."""
+    """One PNG per metric: time per call vs prims on the stage (log-log), one line per (method, envs).
+
+    Legends name the methods in words (:data:`METHOD_LABELS`), tick labels carry their unit (us / ms / s) and fixed
+    time targets are drawn as dashed lines. Needs matplotlib.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
     idx = Rows(rows)
     device = rows[0]["device"] if rows else "?"
     written: list[Path] = []
     styles = {"scoped": ("C0", "o"), "stage_wide": ("C3", "s"), "usd": ("C2", "^")}
-    dashes = {e: ls for e, ls in zip(idx.envs(), ["--", "-", ":", "-."], strict=False)}
+    dashes = {e: ls for e, ls in zip(sorted(idx.envs(), reverse=True), ["-", "--", ":", "-."], strict=False)}
+    order = {"scoped": 0, "stage_wide": 1, "usd": 2}
     for metric in PLOT_METRICS:
-        series = {}
+        series: dict[tuple[str, int], list[dict]] = {}
         for r in rows:
             if r["metric"] == metric and "median_s" in r:
                 series.setdefault((r["method"], r["envs"]), []).append(r)
         if not series:
             continue
-        fig, ax = plt.subplots(figsize=(6.4, 4.4))
-        for (method, envs), pts in sorted(series.items()):
+        fig, ax = plt.subplots(figsize=(7.2, 5.0))
+        for (method, envs), pts in sorted(series.items(), key=lambda kv: (order.get(kv[0][0], 9), -kv[0][1])):
             pts = sorted(pts, key=lambda r: r["stage_prims"])
             x = [p["stage_prims"] for p in pts]
             y = [p["median_s"] for p in pts]
@@ -375,30 +518,62 @@ def plot(rows: Sequence[dict], out_dir: Path, name: str) -> list[Path]:
                 marker=marker,
                 linestyle=dashes.get(envs, "-"),
                 capsize=3,
-                label=f"{method}, {envs:,} envs",
+                label=f"{METHOD_LABELS.get(method, method)}, {envs:,} envs",
             )
-            for p in pts:
-                ax.annotate(
-                    f"{p['filler'] // 1000}k" if p["filler"] else "0",
-                    (p["stage_prims"], p["median_s"]),
-                    textcoords="offset points",
-                    xytext=(3, 4),
-                    fontsize=7,
-                    color=color,
-                )
+        target = PLOT_TARGETS.get(metric)
+        if target is not None:
+            ax.axhline(target[0], color="0.35", linestyle=(0, (6, 3)), linewidth=1.2, label=target[1])
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("prims on the stage (labels: filler prims)")
-        ax.set_ylabel(f"{metric} [s] (median, min-max bars)")
-        ax.set_title(f"{metric} — {name} ({device})")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        # labelled ticks: 1..9 within a decade, 1-2-5 steps over a few decades, the decades over more
+        for axis, lim, fmt in (
+            (ax.xaxis, ax.get_xlim(), format_count),
+            (ax.yaxis, ax.get_ylim(), _tick_time),
+        ):
+            decades = math.log10(max(lim) / max(min(lim), 1e-12))
+            subs = tuple(range(1, 10)) if decades < 1.0 else (1.0, 2.0, 5.0) if decades < 2.5 else (1.0,)
+            axis.set_major_locator(LogLocator(base=10, subs=subs))
+            axis.set_major_formatter(FuncFormatter(lambda v, _pos, fmt=fmt: fmt(v)))
+            axis.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10))))
+            axis.set_minor_formatter(NullFormatter())
+        xs = sorted({r["stage_prims"] for pts in series.values() for r in pts})
+        if len(xs) <= 4:  # a few stage sizes (a quick run): tick exactly those
+            ax.xaxis.set_major_locator(FixedLocator(xs))
+            ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("prims on the stage (viewed prims, their parents and filler prims)")
+        per = "per tagged prim" if metric == "close_per_prim" else "per call"
+        ax.set_ylabel(f"time {per} (median; bars: min to max)")
+        ax.set_title(f"{PLOT_TITLES.get(metric, metric)}\n{name}, device {device}", fontsize=11)
+        ax.grid(True, which="major", alpha=0.35)
+        ax.grid(True, which="minor", alpha=0.1)
+        handles, labels = ax.get_legend_handles_labels()
+        order_ = sorted(range(len(labels)), key=lambda i: labels[i].startswith("target"))  # the target line last
+        ax.legend(
+            [handles[i] for i in order_],
+            [labels[i] for i in order_],
+            fontsize=8,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.14),
+            ncol=2,
+            frameon=False,
+        )
         fig.tight_layout()
         path = out_dir / f"{name}_{metric}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
     return written
+
+
+def _tick_time(seconds: float) -> str:
+    """Tick labels on a log time axis: ``10 us``, ``1 ms``, ``100 ms``, ``1 s``."""
+    if seconds <= 0:
+        return ""
+    text = format_time(seconds)
+    value, unit = text.split(" ")
+    value = value.rstrip("0").rstrip(".") if "." in value else value
+    return f"{value} {unit}"
 
 
 # ---------------------------------------------------------------------------------------------------- profiles

@@ -34,7 +34,7 @@ import frameview as fv
 
 FULL_SIZES = (1_000, 5_000, 20_000, 50_000, 100_000, 200_000, 1_000_000)
 QUICK_SIZES = (1_000, 5_000, 20_000)
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "create_mapping_cpu.json"
+DEFAULT_OUT = Path(__file__).resolve().parent / "out" / "create_mapping_cpu.json"  # git-ignored
 BODIES_PER_ENV = 25  # ~200k rigid bodies at 8192 envs
 
 

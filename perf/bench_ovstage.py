@@ -22,7 +22,8 @@ cameras (``/World/envs/env_.*/Robot/Camera``) is measured on both providers:
 
 Timing: ``scaling.Timer`` (``wp.synchronize_device()`` around every clock read, one warm-up excluded, GC off,
 median / min / max over up to ``--reps`` reps or ``--budget-s`` per metric). Every read is checked against the
-scene's float64 truth. Rows go to ``perf/results/ovstage_cpu.json``.
+scene's float64 truth. Rows go to ``perf/out/ovstage_<device>.json`` (git-ignored); ``--out`` names another file,
+e.g. the committed ``perf/results/ovstage_cpu.json``.
 
 Usage::
 
@@ -53,7 +54,7 @@ from scaling import ScopedRebuild, Timer, check_poses, machine_info
 import frameview
 from frameview import FabricFrameView, resolve_prim_paths
 
-RESULTS = Path(__file__).resolve().parent / "results"
+LOCAL_OUT = Path(__file__).resolve().parent / "out"  # git-ignored; committed results only with --out perf/results/...
 BENCH_TAG = "frameview:bench:tag"
 
 
@@ -259,12 +260,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=3.0, help="stop a metric after this long (>= 3 reps)")
     p.add_argument("--quick", action="store_true", help="1024 envs on a 20k-prim stage, 5 reps")
     p.add_argument("--providers", nargs="+", default=["memory", "ovstage"], choices=["memory", "ovstage"])
-    p.add_argument("--out", type=Path, default=None, help="JSON path (default perf/results/ovstage_<device>.json)")
+    p.add_argument("--out", type=Path, default=None, help="JSON path (default perf/out/ovstage_<device>.json)")
     args = p.parse_args(argv)
     if args.quick:
         args.envs, args.stage_prims, args.reps, args.budget_s = [1024], [20_000], 5, 1.0
     if args.out is None:
-        args.out = RESULTS / f"ovstage_{'cpu' if args.device == 'cpu' else args.device.replace(':', '')}.json"
+        args.out = LOCAL_OUT / f"ovstage_{'cpu' if args.device == 'cpu' else args.device.replace(':', '')}.json"
     return args
 
 

@@ -18,7 +18,7 @@ average is recorded at start and end, and CPU times are the steadier comparison.
 
 Usage::
 
-    python perf/bench_paths.py                      # 8192 envs, filler 0 / 100k / 1M, writes the JSON
+    python perf/bench_paths.py                      # 8192 envs, filler 0 / 100k / 1M -> perf/out/paths_cpu.json
     python perf/bench_paths.py --quick              # < 30 s smoke run
     python perf/bench_paths.py --envs 1024 --filler 0 10000 --out /tmp/paths.json
 """
@@ -187,13 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="smoke run in < 30 s: filler 0 and 100000, fewer reps")
     parser.add_argument(
-        "--out", type=Path, default=None, help="JSON output (default perf/results/paths_cpu.json; quick: none)"
+        "--out", type=Path, default=None, help="JSON output (default perf/out/paths_cpu.json, git-ignored; quick: none)"
     )
     args = parser.parse_args(argv)
     fillers = args.filler or ([0, 100_000] if args.quick else [0, 100_000, 1_000_000])
     reps = args.reps or (5 if args.quick else 20)
     baseline_reps = args.baseline_reps or (2 if args.quick else 5)
-    out = args.out or (None if args.quick else Path(__file__).parent / "results" / "paths_cpu.json")
+    out = args.out or (None if args.quick else Path(__file__).parent / "out" / "paths_cpu.json")
 
     machine = machine_info("cpu")
     rows: list[dict] = []

@@ -26,13 +26,19 @@ Timing: ``time.perf_counter`` with ``wp.synchronize_device()`` before every cloc
 garbage collection disabled while timing; up to ``--reps`` reps, stopping early (after 3) once a metric has used
 ``--budget-s``. Median, min, max and the number of reps are reported.
 
+Quick mode is the default: the 8192-env view on stages with 0 and 100k filler prims, USD at 0 filler, few reps
+(< 2 min on 2 cores). ``--full`` runs the whole sweep, whatever else is passed. Results go to the git-ignored
+``perf/out/`` unless a name under ``perf/results/`` is asked for (``--save-as NAME``).
+
 Examples::
 
-    python perf/scaling.py --quick                         # < 2 min on 2 cores: 1024 envs, filler 0 and 100k
-    python perf/scaling.py --name cpu                      # full sweep: envs 1024 8192, filler 0 10k 100k 1M
-    python perf/scaling.py --device cuda:0 --name h200     # the same on a GPU
-    python perf/scaling.py --envs 8192 --filler 1000000 --profile --no-usd   # py-spy profiles of the hot loops
-    python perf/scaling.py --from-json perf/results/cpu.json perf/results/h200.json   # tables only
+    python perf/scaling.py                                  # quick: 8192 envs, filler 0 and 100k -> perf/out/
+    python perf/scaling.py --full                           # envs 1024 8192, filler 0 10k 100k 1M -> perf/out/
+    python perf/scaling.py --full --save-as cpu             # the same, written to perf/results/cpu.json + plots
+    python perf/scaling.py --full --device cuda:0 --save-as h200 --usd-budget-s 40   # on a GPU
+    python perf/scaling.py --envs 8192 --filler 1000000 --no-usd --profile   # py-spy profiles of the hot loops
+    python perf/scaling.py --from-json perf/results/cpu.json perf/results/h200.json   # tables only, no run
+    python perf/scaling.py --from-json perf/results/cpu.json --plot   # plots of a result file -> perf/out/
 """
 
 from __future__ import annotations
@@ -72,7 +78,8 @@ from frameview.fabric.stage import LOCAL_MATRIX, WORLD_MATRIX  # noqa: E402
 from frameview.kernels.slots import invert_tag_column  # noqa: E402
 from frameview.kernels.transforms import decompose_matrix  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results"  # committed results: written only when asked for by name
+LOCAL_OUT = Path(__file__).resolve().parent / "out"  # git-ignored: the default for every run
 NOTES: list[str] = []
 
 
@@ -94,31 +101,53 @@ except ImportError:  # pragma: no cover - degrade to no bar
     _tqdm = None
 
 
-class _NoBar:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
+class Progress:
+    """Progress of one step: a tqdm bar when stderr is a terminal, else a ``[scaling]`` line every ``every_s`` s.
+
+    In a log (stderr not a terminal, or no tqdm) a long step still says how far it got, without a bar's redraws.
+    """
+
+    every_s = 10.0
+
+    def __init__(self, total: int, desc: str, unit: str = "it") -> None:
+        self.total, self.desc, self.unit = total, desc, unit
+        self.n, self.postfix = 0, ""
+        self.t0 = self._last = time.perf_counter()
+        self._bar = None
+        if _tqdm is not None and sys.stderr.isatty():
+            self._bar = _tqdm(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True, file=sys.stderr)
 
     def update(self, n: int = 1) -> None:
-        pass
+        self.n += n
+        if self._bar is not None:
+            self._bar.update(n)
+            return
+        now = time.perf_counter()
+        if now - self._last >= self.every_s:
+            self._last = now
+            post = f", {self.postfix}" if self.postfix else ""
+            log(f"  {self.desc}: {self.n:,}/{self.total:,} {self.unit} after {now - self.t0:.0f} s{post}")
 
     def set_postfix_str(self, s: str) -> None:
-        pass
+        self.postfix = s
+        if self._bar is not None:
+            self._bar.set_postfix_str(s)
 
     def close(self) -> None:
-        pass
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
-    def __enter__(self) -> _NoBar:
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        pass
+        self.close()
 
 
-def bar(total: int, desc: str, unit: str = "it") -> Any:
-    """A tqdm bar on stderr (hidden when stderr is not a terminal), or a no-op without tqdm."""
-    if _tqdm is None:
-        return _NoBar()
-    return _tqdm(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True, disable=None, file=sys.stderr)
+def bar(total: int, desc: str, unit: str = "it") -> Progress:
+    """Progress of one step (see :class:`Progress`)."""
+    return Progress(total, desc, unit)
 
 
 # ---------------------------------------------------------------------------------------------------- kernels
@@ -813,28 +842,42 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n\n".join(__doc__.split("\n\n")[1:]),
     )
-    p.add_argument("--envs", type=int, nargs="+", default=None, help="view sizes (default 1024 8192; quick 1024)")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="the full sweep (~4 min on 2 cores): envs 1024 8192, filler 0 10k 100k 1M, 50 reps. Without it the "
+        "run is quick, whatever else is passed: envs 8192, filler 0 100k, 10 reps (< 2 min on 2 cores)",
+    )
+    p.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)  # the default; kept for old commands
+    p.add_argument("--envs", type=int, nargs="+", default=None, help="view sizes (quick: 8192; full: 1024 8192)")
     p.add_argument(
         "--filler",
         type=int,
         nargs="+",
         default=None,
-        help="filler prim counts (default 0 10000 100000 1000000; quick 0 100000)",
+        help="filler prim counts (quick: 0 100000; full: 0 10000 100000 1000000)",
     )
     p.add_argument("--device", default="cpu", help="Warp device: cpu or cuda:0 (default cpu)")
     p.add_argument("--provider", default="memory", choices=sorted(PROVIDERS), help="Fabric provider (default memory)")
-    p.add_argument("--reps", type=int, default=None, help="max timed reps per metric (default 50; quick 10)")
+    p.add_argument("--reps", type=int, default=None, help="max timed reps per metric (quick 10; full 50)")
     p.add_argument(
         "--budget-s",
         type=float,
         default=None,
-        help="stop a metric after this many seconds once it has 3 reps (default 3; quick 1)",
+        help="stop a metric after this many seconds once it has 3 reps (quick 1; full 3)",
     )
     p.add_argument(
         "--usd-budget-s",
         type=float,
         default=None,
-        help="largest predicted pxr stage build for the usd method, seconds (default 60; quick 10)",
+        help="largest predicted pxr stage build for the usd method, seconds (quick 10; full 60)",
+    )
+    p.add_argument(
+        "--usd-filler",
+        type=int,
+        nargs="+",
+        default=None,
+        help="filler sizes the usd method runs at (quick: the smallest --filler; full: every --filler)",
     )
     p.add_argument("--no-usd", action="store_true", help="skip the UsdFrameView (usd) method")
     p.add_argument(
@@ -850,9 +893,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "Sdf.Path objects converted with str() per path, as with usdrt's GetPaths()",
     )
     p.add_argument(
-        "--name", default=None, help="output name: perf/results/<name>.json (default: cpu / cuda; quick: <that>-quick)"
+        "--save-as",
+        default=None,
+        metavar="NAME",
+        help="write perf/results/NAME.json, NAME.md and NAME_<metric>.png: the committed results (e.g. cpu, h200). "
+        "Without it nothing under perf/results/ is touched",
     )
-    p.add_argument("--out-dir", type=Path, default=RESULTS, help="output folder (default perf/results)")
+    p.add_argument("--name", default=None, help="output name (default: cpu-quick / cpu, cuda-quick / cuda, ...)")
+    p.add_argument("--out-dir", type=Path, default=None, help="output folder (default perf/out/, git-ignored)")
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     p.add_argument(
         "--profile",
@@ -860,7 +908,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="after the sweep, py-spy the hot loops of the largest scene (speedscope files beside the JSON)",
     )
     p.add_argument("--profile-seconds", type=float, default=8.0, help="seconds per profiled phase (default 8)")
-    p.add_argument("--quick", action="store_true", help="< 2 min on 2 cores: envs 1024, filler 0 and 100000")
     p.add_argument(
         "--from-json",
         type=Path,
@@ -868,11 +915,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="print the tables and targets of existing result files (one target column each); no run",
     )
+    p.add_argument("--plot", action="store_true", help="with --from-json: also write each file's plots to --out-dir")
     p.add_argument("--_profile-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    args.envs = args.envs or ([1024] if args.quick else [1024, 8192])
+    if args.save_as is not None:
+        if args.name is not None or args.out_dir is not None:
+            p.error("--save-as NAME writes perf/results/NAME.*: pass it without --name / --out-dir")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.save_as):
+            p.error(f"--save-as: expected a plain file name such as 'cpu' or 'h200', got {args.save_as!r}")
+        args.name, args.out_dir = args.save_as, RESULTS
+    args.out_dir = args.out_dir or LOCAL_OUT
+    args.quick = not args.full
+    args.envs = args.envs or ([8192] if args.quick else [1024, 8192])
     args.filler = args.filler or ([0, 100_000] if args.quick else [0, 10_000, 100_000, 1_000_000])
     args.envs, args.filler = sorted(set(args.envs)), sorted(set(args.filler))
+    args.usd_filler = sorted(set(args.usd_filler or (args.filler[:1] if args.quick else args.filler)))
     args.reps = args.reps or (10 if args.quick else 50)
     args.budget_s = args.budget_s if args.budget_s is not None else (1.0 if args.quick else 3.0)
     args.usd_budget_s = args.usd_budget_s if args.usd_budget_s is not None else (10.0 if args.quick else 60.0)
@@ -881,21 +938,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def from_json(paths: list[Path]) -> int:
+def from_json(paths: list[Path], plot_dir: Path | None = None) -> int:
     runs = {}
     for path in paths:
         data = _report.read_json(path)
         runs[Path(path).stem] = data["rows"]
     for name, rows in runs.items():
-        print(f"\n## {name}\n\n{_report.summary_table(rows)}\n\n{_report.pr_table(rows)}")
+        print(f"\n## {name}\n\n{_report.short_table(rows)}\n\n{_report.summary_table(rows)}")
+        print(f"\n{_report.pr_table(rows)}")
+        if plot_dir is not None:
+            written = _report.plot(rows, plot_dir, name)
+            print("\nplots: " + ", ".join(_shown(p) for p in written))
     print(f"\n## Targets\n\n{_report.targets_table(runs)}")
     return 0
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when it is below it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.from_json:
-        return from_json(args.from_json)
+        return from_json(args.from_json, args.out_dir if args.plot else None)
     wp.init()
     if args.device.startswith("cuda") and wp.get_cuda_device_count() == 0:
         print(f"--device {args.device}: no CUDA device is visible to Warp; use --device cpu", file=sys.stderr)
@@ -904,13 +973,28 @@ def main(argv: list[str] | None = None) -> int:
     if args._profile_child:
         return _profile_child(args)
     if _tqdm is None:
-        note("tqdm is not installed: no progress bars (pip install tqdm)")
+        note("tqdm is not installed: progress is logged every 10 s instead of shown as bars (pip install tqdm)")
     if not args.no_usd:
         try:
             from frameview import UsdFrameView  # noqa: F401 - the usd method needs pxr and the USD backend
         except ImportError as exc:
             note(f"the usd method is skipped: UsdFrameView is not importable ({exc})")
             args.no_usd = True
+    usd_fillers = [] if args.no_usd else [f for f in args.filler if f in args.usd_filler]
+    interleave = not args.no_interleave and len(args.filler) > 1
+    steps_total = len(args.envs) * (len(args.filler) + len(usd_fillers)) + int(interleave)
+    step = 0
+
+    def next_step() -> str:
+        nonlocal step
+        step += 1
+        return f"[{step}/{steps_total}]"
+
+    mode = "quick (--full for the whole sweep)" if args.quick else "full sweep"
+    log(
+        f"{mode}: envs {args.envs}, filler {args.filler}, usd at filler {usd_fillers or 'none'}, "
+        f"{args.device}, provider {args.provider}; writing to {_shown(args.out_dir)}/{args.name}.*"
+    )
     t_start = time.perf_counter()
     machine = machine_info(args.device)
     timer = Timer(args.device, args.reps, args.budget_s)
@@ -923,13 +1007,14 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             arrays = scene_arrays(envs, filler)
             t_arrays = time.perf_counter() - t0
+            where = next_step()
             with bar(1, f"build {args.provider} model: {arrays.prim_count:,} prims", "model"):
                 scene = PROVIDERS[args.provider].build(arrays, args.device)
             if args.baseline_paths == "sdf":
                 scene.selection_paths = _as_sdf_paths(scene.selection_paths)
             log(
-                f"envs={envs} filler={filler:,}: {arrays.prim_count:,} prims, arrays {t_arrays:.2f} s, "
-                f"{args.provider} model {scene.build_s:.2f} s"
+                f"{where} frameview + stage-wide, envs={envs} filler={filler:,}: {arrays.prim_count:,} prims, "
+                f"arrays {t_arrays:.2f} s, {args.provider} model {scene.build_s:.2f} s"
             )
             t1 = time.perf_counter()
             with HostLoad() as load:
@@ -946,15 +1031,12 @@ def main(argv: list[str] | None = None) -> int:
                     "other_cpus_busy": load.other_cpus,
                 }
             )
-            log(
-                f"envs={envs} filler={filler:,}: measured in {measured:.1f} s (other processes: {load.other_cpus} CPUs)"
-            )
+            log(f"{where} measured in {measured:.1f} s (other processes: {load.other_cpus} CPUs)")
             del scene
             gc.collect()
-        if args.no_usd:
-            continue
         rate = 60e-6  # seconds per authored prim, refined by each build
-        for filler in args.filler:
+        for filler in usd_fillers:
+            where = next_step()
             arrays = scene_arrays(envs, filler)
             predicted = rate * arrays.prim_count * 1.2
             if predicted > args.usd_budget_s:
@@ -962,8 +1044,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"usd envs={envs} filler={filler}: predicted pxr build {predicted:.0f} s > "
                     f"--usd-budget-s {args.usd_budget_s:.0f} s"
                 )
-                note(skipped[-1] + " (not measured, not extrapolated)")
+                note(f"{where} {skipped[-1]} (not measured, not extrapolated)")
                 continue
+            log(f"{where} USD (pxr), envs={envs} filler={filler:,}: authoring {arrays.prim_count:,} prims")
             t0 = time.perf_counter()
             with HostLoad() as load:
                 usd_rows = measure_usd(arrays, args, timer, checks)
@@ -980,15 +1063,14 @@ def main(argv: list[str] | None = None) -> int:
             build = next(r["median_s"] for r in usd_rows if r["metric"] == "build_stage")
             rate = build / arrays.prim_count
             rows += usd_rows
-            log(
-                f"usd envs={envs} filler={filler:,}: pxr stage {build:.1f} s, measured in "
-                f"{time.perf_counter() - t0:.1f} s"
-            )
+            log(f"{where} pxr stage {build:.1f} s, measured in {time.perf_counter() - t0:.1f} s")
             del arrays
             gc.collect()
 
-    if not args.no_interleave and len(args.filler) > 1:
+    if interleave:
         envs = max(args.envs)
+        where = next_step()
+        log(f"{where} interleaved slot rebuild, envs={envs}, filler {args.filler}")
         t0 = time.perf_counter()
         with HostLoad() as load:
             rows += measure_interleaved(envs, args)
@@ -1001,7 +1083,7 @@ def main(argv: list[str] | None = None) -> int:
                 "other_cpus_busy": load.other_cpus,
             }
         )
-        log(f"interleaved slot rebuild, envs={envs}: {time.perf_counter() - t0:.1f} s")
+        log(f"{where} measured in {time.perf_counter() - t0:.1f} s")
     machine["wall_s"] = round(time.perf_counter() - t_start, 1)
     machine["loadavg_1min_at_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -1009,6 +1091,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = {
         "envs": args.envs,
         "filler": args.filler,
+        "usd_filler": usd_fillers,
         "reps": args.reps,
         "budget_s": args.budget_s,
         "usd_budget_s": args.usd_budget_s,
@@ -1023,31 +1106,37 @@ def main(argv: list[str] | None = None) -> int:
         "skipped": skipped,
         "notes": NOTES,
     }
+    profile_md = []
     if args.profile:
         profiles = run_profile(args, args.out_dir)
         extra["profiles"] = [p.name for p in profiles]
-        for p in profiles:
-            print(f"\n### py-spy: {p.name}\n\n{_report.summarize_speedscope(p)}")
+        profile_md = [f"## py-spy: {p.name}\n\n{_report.summarize_speedscope(p)}" for p in profiles]
     _report.write_json(json_path, machine, frameview.__version__, rows, **extra)
-    print(f"## Scaling — {args.name} ({machine['device_name']}, {args.provider}), wall {machine['wall_s']:.0f} s\n")
-    print(_report.summary_table(rows))
-    print("\n### Slot-table rebuild (the PR's table)\n")
-    print(_report.pr_table(rows))
-    print("\n### Targets\n")
-    print(_report.targets_table({args.name: rows}, envs=max(args.envs)))
-    print("\n### All rows\n")
-    print(_report.full_table(rows))
-    bad = [c for c in checks if not c["ok"]]
-    if bad:
-        print(f"\n**{len(bad)} pose check(s) failed**: {bad}")
-    print(f"\nJSON: {json_path}")
+    header = (
+        f"{mode}; {machine['device_name']} ({args.device}), provider {args.provider}; wall {machine['wall_s']:.0f} s; "
+        f"git {machine.get('git_commit')}"
+    )
+    md_path = args.out_dir / f"{args.name}.md"
+    md_path.write_text(_report.markdown_report(rows, args.name, header) + "".join("\n" + m + "\n" for m in profile_md))
+    written: list[Path] = []
     if not args.no_plots:
         try:
             written = _report.plot(rows, args.out_dir, args.name)
-            print("plots: " + ", ".join(str(p) for p in written))
         except ImportError:
             note("matplotlib is not installed: no plots (pip install matplotlib)")
             _report.write_json(json_path, machine, frameview.__version__, rows, **extra)
+    bad = [c for c in checks if not c["ok"]]
+    print(f"\n## {args.name}: {header}\n")
+    print(_report.short_table(rows))
+    print(f"\nTargets at {max(args.envs):,} envs (CPU runs report the GPU-only targets without judging them):\n")
+    print(_report.short_targets(rows, envs=max(args.envs)))
+    checked = f"{len(checks) - len(bad)}/{len(checks)} pose checks against float64 truth passed"
+    print(f"\n{checked}." if not bad else f"\n**{len(bad)} pose check(s) failed**: {bad}")
+    print(f"\nEvery table: {_shown(md_path)}   rows: {_shown(json_path)}")
+    if written:
+        print(f"plots: {_shown(args.out_dir)}/{args.name}_<metric>.png ({len(written)} files)")
+    for p in extra.get("profiles", []):
+        print(f"profile: {_shown(args.out_dir / p)} (summary in {_shown(md_path)})")
     return 1 if bad else 0
 
 

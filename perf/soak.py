@@ -19,7 +19,7 @@ with ``MemoryFabricStage.from_arrays``, then:
 
 Usage::
 
-    python perf/soak.py                       # 8192 envs, 1.1M prims, 1000 resets -> perf/results/soak_cpu.json
+    python perf/soak.py                       # 8192 envs, 1.1M prims, 1000 resets -> perf/out/soak_cpu.json
     python perf/soak.py --quick               # 1024 envs, 100k prims, 200 resets (~20 s)
     python perf/soak.py --envs 4096 --prims 500000 --resets 300 --out /tmp/soak.json
 """
@@ -292,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sample", type=int, default=50, help="RSS sample period, in resets")
     parser.add_argument("--quick", action="store_true", help="1024 envs, 100k prims, 200 resets")
-    parser.add_argument("--out", type=Path, default=None, help="JSON output (default perf/results/soak_<dev>.json)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="JSON output (default perf/out/soak_<dev>.json, git-ignored)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.envs, args.prims, args.resets = 1024, 100_000, 200
@@ -321,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         "frameview": getattr(frameview, "__version__", "?"),
         "wall_s": time.time() - started,
     }
-    out = args.out or Path(__file__).resolve().parent / "results" / f"soak_{args.device.split(':')[0]}.json"
+    out = args.out or Path(__file__).resolve().parent / "out" / f"soak_{args.device.split(':')[0]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(summary(result))
