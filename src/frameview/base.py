@@ -296,6 +296,21 @@ class BaseFrameView(abc.ABC):
         self._settle_rows(rows, "read")
         return pos, quat
 
+    @_synchronized
+    def _get_world_poses_rotated(self, indices: IndicesLike, offset: wp.quatf) -> tuple[wp.array, wp.array] | None:
+        """World poses with each orientation right-multiplied by ``offset`` (``w >= 0``) in the read launch itself
+        (:class:`~frameview.CameraPoses` conventions), or None when the backend has no such read."""
+        rotated = getattr(self, "_read_world_poses_rotated", None)
+        if rotated is None:
+            return None
+        rows = self._prepare(indices)
+        pos = self._outputs("rotated_pos", wp.vec3f, rows.count)
+        quat = self._outputs("rotated_quat", wp.quatf, rows.count)
+        if rows.count:
+            rotated(rows, pos, quat, offset)
+            self._settle_rows(rows, "read")
+        return pos, quat
+
     def _get_scales(self, space: str, indices: IndicesLike, mask: MaskLike) -> wp.array:
         rows = self._prepare(indices, mask)
         out = self._outputs(f"{space}_scale", wp.vec3f, rows.count)

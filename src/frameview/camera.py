@@ -326,14 +326,19 @@ class CameraPoses:
 
         Returns:
             Positions, (M,) ``wp.vec3f``, world frame, stage units; orientations, (M,) ``wp.quatf``, **xyzw**,
-            ``w >= 0``, world frame, in ``convention``. Both on :attr:`device`, owned by this object and
-            overwritten by the next read.
+            ``w >= 0``, world frame, in ``convention``. Both on :attr:`device`, owned by this object (or its view)
+            and overwritten by the next read: clone what you keep. Without ``env_rows``, env ids go to the view as
+            they are (device indices stay on the device) and a Fabric view gathers and converts in one launch.
 
         Raises:
             ValueError: Unknown convention. IndexError / TypeError: bad ``env_ids``.
             RuntimeError: The view is closed or stale (recreate it, then this object).
         """
         offset = self._offsets[_check_convention("convention", convention)]
+        if self._env_rows is None:  # env i is view row i: gather and convert in the view's own read launch
+            fused = self._view._get_world_poses_rotated(env_ids, offset)
+            if fused is not None:
+                return fused
         rows = self.rows(env_ids)
         pos, quat = self._view.get_world_poses(rows)
         m = pos.shape[0]

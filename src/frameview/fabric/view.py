@@ -84,8 +84,12 @@ _NO_OFFSET = wp.quatf(0.0, 0.0, 0.0, 1.0)
 
 @wp.func
 def _pose_of(m: wp.mat44d, offset: wp.quatf):
+    """Position and xyzw orientation (times ``offset``, unit, ``w >= 0``) of a matrix."""
     t, q, _s = decompose_matrix(m)
-    return wp.vec3f(t), wp.quatf(q) * offset
+    r = wp.normalize(q * wp.quatd(offset))
+    if r[3] < wp.float64(0.0):
+        r = -r
+    return wp.vec3f(t), wp.quatf(r)
 
 
 @wp.kernel(enable_backward=False)
@@ -580,8 +584,8 @@ class FabricFrameView(BaseFrameView):
                 f"{self!r}: Fabric now holds {sel.count} of its {expected} tagged {what}; lost since the view was "
                 f"created: {', '.join(named) or 'unknown prims'}; recreate the view"
             )
-        if changed or attrs[0] not in self._arrays:
-            prefix = "" if what == "prims" else "parent:"
+        prefix = "" if what == "prims" else "parent:"
+        if changed or prefix + attrs[0] not in self._arrays:
             for name in attrs:
                 self._arrays[prefix + name] = wp.fabricarray(sel, name)
             self._launches.clear()

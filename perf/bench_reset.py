@@ -1,0 +1,183 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The reset path, measured as users run it: write the robots of the reset envs (their cameras follow), then read
+those cameras.
+
+Scene (perf/_scene.py): ``envs`` envs, each ``env_i/Robot/Camera`` plus filler prims, in the embedded Fabric model
+(or ovstage). Two views through the public API only: ``robots`` (``/World/envs/env_.*/Robot``, whose cameras are
+children) and ``cameras`` (``/World/envs/env_.*/Robot/Camera``). Every time is a median over repetitions, each
+ending in ``wp.synchronize_device`` (so it includes the GPU work), after warm-up calls. Rows:
+
+- ``get_world_poses``: all cameras (the full read, for reference);
+- ``reset_read`` / ``reset_read_mask``: the cameras of ``reset`` envs, int32 device indices / a boolean device mask;
+- ``camera_read_ros``: ``CameraPoses.read(indices, "ros")`` for those envs;
+- ``reset_write`` / ``reset_write_mask``: ``robots.set_world_poses`` of those envs (device data, cameras follow);
+- ``set_world_poses_parents``: every robot (cameras follow); ``set_world_poses_leaf``: every camera (no children);
+- ``reset``: ``reset_write`` then ``reset_read`` (one reset, end to end);
+- ``reset_graph`` (CUDA): the masked write + read captured once in a CUDA graph, replayed with fresh data.
+
+Before timing, one reset is checked against float64 truth (camera world = camera local @ new robot world).
+Results go to perf/out/ (git-ignored) unless ``--save-as NAME`` writes perf/results/reset_NAME.json.
+
+Usage::
+
+    python perf/bench_reset.py                                  # CPU: 1024 and 8192 envs, 0 and 100k filler
+    python perf/bench_reset.py --device cuda:0 --filler 0 1000000 --save-as h200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _scene import PROVIDERS, scene_arrays
+
+import frameview as fv
+
+ROOT = Path(__file__).resolve().parent
+TARGETS_US = {  # H200 targets of the reset-path issue (8192 envs)
+    "reset_write": 30.0,
+    "set_world_poses_parents": 40.0,
+    "reset_read": 20.0,
+    "reset_read_mask": 20.0,
+    "camera_read_ros": 25.0,
+    "reset_graph": 20.0,
+    "get_world_poses": 15.0,
+}
+
+
+def _median_us(fn: Any, device: str, reps: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    wp.synchronize_device(device)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        wp.synchronize_device(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+def _quat_rows(rng: np.random.Generator, n: int) -> np.ndarray:
+    q = rng.normal(size=(n, 4))
+    return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _check_reset(robots: Any, cams: Any, ids: np.ndarray, pos: np.ndarray, quat: np.ndarray) -> float:
+    """Largest error of the reset envs' camera positions against float64 truth (local @ new robot world)."""
+    robots.set_world_poses(pos, quat, ids)
+    robot_scale = robots.get_world_scales(ids).numpy().astype(np.float64)
+    cam_local_pos, cam_local_quat = (a.numpy().astype(np.float64) for a in cams.get_local_poses(ids))
+    cam_pos = cams.get_world_poses(ids)[0].numpy().astype(np.float64)
+    err = 0.0
+    for k in range(ids.size):
+        x, y, z, w = quat[k].astype(np.float64)
+        rot = np.array([  # row-vector rotation: rows are the rotated axes
+            [1 - 2 * (y * y + z * z), 2 * (x * y + z * w), 2 * (x * z - y * w)],
+            [2 * (x * y - z * w), 1 - 2 * (x * x + z * z), 2 * (y * z + x * w)],
+            [2 * (x * z + y * w), 2 * (y * z - x * w), 1 - 2 * (x * x + y * y)],
+        ])
+        truth = cam_local_pos[k] @ (robot_scale[k][:, None] * rot) + pos[k]
+        err = max(err, float(np.abs(truth - cam_pos[k]).max()))
+    _ = cam_local_quat
+    return err
+
+
+def run_case(provider: str, device: str, envs: int, filler: int, reset: int, reps: int) -> dict[str, Any]:
+    scene = PROVIDERS[provider].build(scene_arrays(envs, filler, seed=1), device)
+    rng = np.random.default_rng(5)
+    rows: dict[str, float] = {}
+    robots = fv.FabricFrameView("/World/envs/env_.*/Robot", stage=scene.stage, device=device)
+    cams = fv.FabricFrameView("/World/envs/env_.*/Robot/Camera", stage=scene.stage, device=device)
+    try:
+        ids_host = np.sort(rng.choice(envs, size=reset, replace=False)).astype(np.int32)
+        ids = wp.array(ids_host, dtype=wp.int32, device=device)
+        mask_host = np.zeros(envs, dtype=bool)
+        mask_host[ids_host] = True
+        mask = wp.array(mask_host, dtype=wp.bool, device=device)
+        pos_host = rng.uniform(-1, 1, (reset, 3)).astype(np.float32)
+        quat_host = _quat_rows(rng, reset)
+        max_err = _check_reset(robots, cams, ids_host, pos_host, quat_host)
+        pos = wp.array(pos_host, dtype=wp.vec3f, device=device)
+        quat = wp.array(quat_host, dtype=wp.quatf, device=device)
+        full_pos = wp.array(rng.uniform(-1, 1, (envs, 3)).astype(np.float32), dtype=wp.vec3f, device=device)
+        full_quat = wp.array(_quat_rows(rng, envs), dtype=wp.quatf, device=device)
+        camera_poses = fv.CameraPoses(cams)
+
+        def reset_once() -> None:
+            robots.set_world_poses(pos, quat, ids)
+            cams.get_world_poses(ids)
+
+        rows["get_world_poses"] = _median_us(cams.get_world_poses, device, reps)
+        rows["reset_read"] = _median_us(lambda: cams.get_world_poses(ids), device, reps)
+        rows["reset_read_mask"] = _median_us(lambda: cams.get_world_poses(mask=mask), device, reps)
+        rows["camera_read_ros"] = _median_us(lambda: camera_poses.read(ids, "ros"), device, reps)
+        rows["reset_write"] = _median_us(lambda: robots.set_world_poses(pos, quat, ids), device, reps)
+        rows["reset_write_mask"] = _median_us(
+            lambda: robots.set_world_poses(full_pos, full_quat, mask=mask), device, reps
+        )
+        rows["set_world_poses_parents"] = _median_us(lambda: robots.set_world_poses(full_pos, full_quat), device, reps)
+        rows["set_world_poses_leaf"] = _median_us(lambda: cams.set_world_poses(full_pos, full_quat), device, reps)
+        rows["reset"] = _median_us(reset_once, device, reps)
+        if wp.get_device(device).is_cuda:
+            rows["reset_graph"] = _graph_replay_us(robots, cams, full_pos, full_quat, mask, device, reps)
+        robots.check()
+        cams.check()
+    finally:
+        cams.close()
+        robots.close()
+    return {"provider": provider, "device": device, "envs": envs, "filler": filler, "reset_envs": reset,
+            "prims": scene.prim_count, "check_max_abs_error": max_err, "median_us": rows}  # fmt: skip
+
+
+def _graph_replay_us(robots: Any, cams: Any, pos: wp.array, quat: wp.array, mask: wp.array, device: str,
+                     reps: int) -> float:  # fmt: skip
+    """Capture the masked reset (write + read) once, then time graph replays (fresh inputs are written in place)."""
+    robots.set_world_poses(pos, quat, mask=mask)  # warm: record launches, compile
+    cams.get_world_poses(mask=mask)
+    with wp.ScopedCapture(device=device, force_module_load=False) as capture:
+        robots.set_world_poses(pos, quat, mask=mask)
+        cams.get_world_poses(mask=mask)
+    return _median_us(lambda: wp.capture_launch(capture.graph), device, reps)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--provider", default="memory", choices=sorted(PROVIDERS))
+    p.add_argument("--envs", type=int, nargs="+", default=[1024, 8192])
+    p.add_argument("--filler", type=int, nargs="+", default=[0, 100_000])
+    p.add_argument("--reset", type=int, default=256, help="envs reset per call (default 256)")
+    p.add_argument("--reps", type=int, default=200)
+    p.add_argument("--save-as", default=None, help="write perf/results/reset_NAME.json (committed results)")
+    args = p.parse_args(argv)
+    wp.config.quiet = True
+    wp.init()
+    cases = []
+    for envs in args.envs:
+        for filler in args.filler:
+            case = run_case(args.provider, args.device, envs, filler, min(args.reset, envs), args.reps)
+            cases.append(case)
+            cells = "  ".join(f"{k}={v:.1f}" for k, v in case["median_us"].items())
+            print(f"envs={envs} filler={filler} err={case['check_max_abs_error']:.2e}  {cells}", flush=True)
+    out_dir = ROOT / "results" if args.save_as else ROOT / "out"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = f"reset_{args.save_as}.json" if args.save_as else f"reset_{args.device.replace(':', '')}.json"
+    result = {"command": " ".join(["python", "perf/bench_reset.py", *(argv or sys.argv[1:])]),
+              "warp": wp.__version__, "targets_us_h200_8192": TARGETS_US, "cases": cases}  # fmt: skip
+    (out_dir / name).write_text(json.dumps(result, indent=1))
+    print(f"wrote {out_dir / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

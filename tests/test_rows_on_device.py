@@ -1,0 +1,210 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Masks, device indices and device-side checks (the reset path), on both backends, against pxr truth.
+
+A masked getter fills the masked rows of an N-row output; a masked setter writes the masked rows of N-row data.
+Device inputs are checked by the kernels: on the CPU (and for host inputs) the faulty call raises; on CUDA the
+error surfaces at the view's next call or at ``view.check()``, and a rejected write leaves Fabric untouched.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import warp as wp
+from helpers import (
+    assert_quats_close,
+    build_env_stage,
+    compose,
+    decompose_all,
+    env_paths,
+    random_quats,
+    xform_cache_world,
+)
+from pxr import Usd
+
+import frameview as fv
+
+N = 6
+ROBOTS = "/World/envs/env_.*/Robot"
+CAMERAS = "/World/envs/env_.*/Robot/Camera"
+MASK = np.array([True, False, True, True, False, False])
+
+
+def _view(backend: str, path: str, stage: Usd.Stage, device: str) -> fv.BaseFrameView:
+    cls = fv.UsdFrameView if backend == "usd" else fv.FabricFrameView
+    return cls(path, stage=stage, device=device)
+
+
+@pytest.fixture(params=["usd", "fabric"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def stage() -> Usd.Stage:
+    return build_env_stage(N, seed=4, robot_scale="uniform", camera_rotation="random")
+
+
+def _world_truth(stage: Usd.Stage, leaf: str) -> tuple[np.ndarray, np.ndarray]:
+    t, q, _s = decompose_all(xform_cache_world(stage, env_paths(N, leaf)))
+    return t, q
+
+
+def test_masked_read_fills_only_masked_rows(backend: str, stage: Usd.Stage, device: str) -> None:
+    truth_pos, truth_quat = _world_truth(stage, "/Robot/Camera")
+    with _view(backend, CAMERAS, stage, device) as view:
+        pos, quat = view.get_world_poses()  # fill the buffers with the truth, then poison them
+        pos.fill_(wp.vec3f(7.0, 7.0, 7.0))
+        mask = wp.array(MASK, dtype=wp.bool, device=device)
+        pos, quat = view.get_world_poses(mask=mask)
+        got = pos.numpy()
+        np.testing.assert_allclose(got[MASK], truth_pos[MASK], atol=1e-5)
+        np.testing.assert_array_equal(got[~MASK], 7.0)
+        assert_quats_close(quat.numpy()[MASK], truth_quat[MASK], atol=1e-5)
+        _t, _q, truth_scale = decompose_all(xform_cache_world(stage, env_paths(N, "/Robot/Camera")))
+        np.testing.assert_allclose(view.get_world_scales(mask=MASK).numpy()[MASK], truth_scale[MASK], atol=1e-4)
+
+
+def test_masked_write_writes_only_masked_rows(backend: str, stage: Usd.Stage, device: str) -> None:
+    rng = np.random.default_rng(2)
+    new_pos, new_quat = rng.uniform(-2, 2, (N, 3)), random_quats(rng, N)
+    before_pos, before_quat = _world_truth(stage, "/Robot")
+    with _view(backend, ROBOTS, stage, device) as view, _view(backend, CAMERAS, stage, device) as cams:
+        cam_local = cams.get_local_poses()[0].numpy().copy()
+        view.set_world_poses(
+            wp.array(new_pos, dtype=wp.vec3f, device=device),
+            wp.array(new_quat, dtype=wp.quatf, device=device),
+            mask=wp.array(MASK, dtype=wp.bool, device=device),
+        )
+        view.check()
+        pos, quat = (a.numpy() for a in view.get_world_poses())
+        np.testing.assert_allclose(pos[MASK], new_pos[MASK], atol=1e-5)
+        np.testing.assert_allclose(pos[~MASK], before_pos[~MASK], atol=1e-5)
+        assert_quats_close(quat[MASK], new_quat[MASK], atol=1e-5)
+        assert_quats_close(quat[~MASK], before_quat[~MASK], atol=1e-5)
+        np.testing.assert_allclose(cams.get_local_poses()[0].numpy(), cam_local, atol=1e-5)
+        # the cameras followed: camera world = camera local @ robot world (float64 truth from the robots' reads)
+        scale = view.get_world_scales().numpy()
+        for i in np.flatnonzero(MASK):
+            truth = np.append(cam_local[i], 1.0) @ compose(pos[i], quat[i], scale[i])
+            np.testing.assert_allclose(cams.get_world_poses([i])[0].numpy()[0], truth[:3], atol=1e-4)
+
+
+def test_device_indices_of_every_dtype_write_the_same(backend: str, stage: Usd.Stage, device: str) -> None:
+    rows = [4, 0, 2]
+    target = np.arange(9, dtype=np.float32).reshape(3, 3)
+    for dtype in (wp.int32, wp.uint32, wp.int64):
+        with _view(backend, ROBOTS, stage, device) as view:
+            view.set_world_poses(positions=target, indices=wp.array(rows, dtype=dtype, device=device))
+            view.check()
+            np.testing.assert_allclose(view.get_world_poses(rows)[0].numpy(), target, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "match"),
+    [
+        ([0, N], IndexError, "out of range"),
+        ([1, 1], ValueError, "more than once|appears"),
+        ([-1, 0], IndexError, "out of range|negative"),
+    ],
+)
+def test_bad_device_indices_raise_and_write_nothing(
+    backend: str, stage: Usd.Stage, device: str, bad: list[int], error: type, match: str
+) -> None:
+    before = xform_cache_world(stage, env_paths(N, "/Robot"))
+    with _view(backend, ROBOTS, stage, device) as view, _view(backend, CAMERAS, stage, device) as cams:
+        cams_before = cams.get_world_poses()[0].numpy().copy()
+        robots_before = view.get_world_poses()[0].numpy().copy()
+        with pytest.raises(error, match=match):
+            view.set_world_poses(positions=np.zeros((2, 3)), indices=wp.array(bad, dtype=wp.int32, device=device))
+            view.check()
+        np.testing.assert_array_equal(view.get_world_poses()[0].numpy(), robots_before)
+        np.testing.assert_array_equal(cams.get_world_poses()[0].numpy(), cams_before)
+    np.testing.assert_array_equal(xform_cache_world(stage, env_paths(N, "/Robot")), before)
+
+
+def test_non_finite_device_data_raises_and_writes_nothing(backend: str, stage: Usd.Stage, device: str) -> None:
+    with _view(backend, ROBOTS, stage, device) as view:
+        before = view.get_world_poses()[0].numpy().copy()
+        data = np.zeros((N, 3), dtype=np.float32)
+        data[3, 1] = np.nan
+        with pytest.raises(ValueError, match=r"row 3.*non-finite.*nothing was written"):
+            view.set_world_poses(positions=wp.array(data, dtype=wp.vec3f, device=device))
+            view.check()
+        quats = np.tile(np.array([0, 0, 0, 1], dtype=np.float32), (N, 1))
+        quats[2] = 0.0
+        with pytest.raises(ValueError, match=r"row 2.*zero-norm.*nothing was written"):
+            view.set_world_poses(orientations=wp.array(quats, dtype=wp.quatf, device=device))
+            view.check()
+        np.testing.assert_array_equal(view.get_world_poses()[0].numpy(), before)
+
+
+def test_bad_device_read_index_raises(backend: str, stage: Usd.Stage, device: str) -> None:
+    with _view(backend, CAMERAS, stage, device) as view:
+        with pytest.raises(IndexError, match="out of range"):
+            view.get_world_poses(wp.array([0, N + 3], dtype=wp.int32, device=device))
+            view.check()
+        view.get_world_poses([0, 1])  # the view keeps working
+
+
+def test_bad_masks_raise(backend: str, stage: Usd.Stage, device: str) -> None:
+    with _view(backend, CAMERAS, stage, device) as view:
+        with pytest.raises(ValueError, match=r"mask: expected shape \(6,\)"):
+            view.get_world_poses(mask=np.ones(N + 1, dtype=bool))
+        with pytest.raises(TypeError, match="mask: expected"):
+            view.get_world_poses(mask=np.ones(N, dtype=np.int32))
+        with pytest.raises(TypeError, match="not both"):
+            view.get_world_poses([0], mask=np.ones(N, dtype=bool))
+        with pytest.raises(ValueError, match=r"expected shape \(6, 3\)"):
+            view.set_world_poses(np.zeros((3, 3)), mask=np.ones(N, dtype=bool))
+
+
+def test_camera_read_matches_the_two_step_conversion(backend: str, stage: Usd.Stage, device: str) -> None:
+    """The fused read (gather + convention in one launch) equals read-then-convert."""
+    ids = [5, 1, 3]
+    with _view(backend, CAMERAS, stage, device) as view:
+        cams = fv.CameraPoses(view)
+        for convention in ("ros", "opengl", "world"):
+            pos, quat = (a.numpy().copy() for a in cams.read(wp.array(ids, dtype=wp.int32, device=device), convention))
+            ref_pos, ref_quat = view.get_world_poses(ids)
+            expected = fv.convert_camera_orientations(ref_quat.numpy(), "opengl", convention)
+            np.testing.assert_allclose(pos, ref_pos.numpy(), atol=1e-6)
+            assert_quats_close(quat, expected, atol=1e-5)
+            assert np.all(quat[:, 3] >= 0)
+
+
+@pytest.mark.cuda
+def test_captured_reset_replays_fresh_data(stage: Usd.Stage) -> None:
+    """A reset (masked robot write + masked camera read) captured once in a CUDA graph: every replay writes the
+    current contents of the input arrays and reads the cameras that followed them."""
+    if wp.get_cuda_device_count() == 0:
+        pytest.skip("no CUDA device")
+    device = "cuda:0"
+    robots = fv.FabricFrameView(ROBOTS, stage=stage, device=device)
+    cams = fv.FabricFrameView(CAMERAS, stage=stage, device=device)
+    try:
+        rng = np.random.default_rng(9)
+        pos = wp.array(rng.uniform(-1, 1, (N, 3)), dtype=wp.vec3f, device=device)
+        quat = wp.array(random_quats(rng, N), dtype=wp.quatf, device=device)
+        mask = wp.array(MASK, dtype=wp.bool, device=device)
+        cam_local = cams.get_local_poses()[0].numpy().copy()
+        robots.set_world_poses(pos, quat, mask=mask)
+        cams.get_world_poses(mask=mask)
+        with wp.ScopedCapture(device=device, force_module_load=False) as capture:
+            robots.set_world_poses(pos, quat, mask=mask)
+            out_pos, _out_quat = cams.get_world_poses(mask=mask)
+        for _ in range(3):
+            new_pos, new_quat = rng.uniform(-1, 1, (N, 3)), random_quats(rng, N)
+            pos.assign(new_pos.astype(np.float32))
+            quat.assign(new_quat.astype(np.float32))
+            wp.capture_launch(capture.graph)
+            wp.synchronize_device(device)
+            scale = robots.get_world_scales().numpy()
+            for i in np.flatnonzero(MASK):
+                truth = np.append(cam_local[i], 1.0) @ compose(new_pos[i], new_quat[i], scale[i])
+                np.testing.assert_allclose(out_pos.numpy()[i], truth[:3], atol=1e-4)
+        robots.check()
+        cams.check()
+    finally:
+        cams.close()
+        robots.close()
