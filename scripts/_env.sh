@@ -10,11 +10,14 @@ VENV="${FRAMEVIEW_VENV:-$ROOT/.venv}"
 TORCH_CPU_INDEX="${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"
 
 # torch==VERSION, CPU build, from PyTorch's CPU-only index (the torch wheels PyPI serves on Linux are the CUDA builds,
-# which pull several GB of NVIDIA libraries). If that index cannot be reached, torch is left out: the tests that need
-# it are skipped, and nothing falls back to PyPI's CUDA build.
+# which pull several GB of NVIDIA libraries). Only the torch wheel comes from that index (--no-deps); its
+# dependencies (filelock, sympy, ...) then come from the usual index: the installed VERSION+cpu satisfies
+# torch==VERSION, so pip adds only what is missing. If the CPU index cannot be reached, torch is left out: the tests
+# that need it are skipped, and nothing falls back to PyPI's CUDA build.
 _frameview_torch_cpu() {
   local version="$1"
-  if "$VENV/bin/python" -m pip install -q "torch==$version" --index-url "$TORCH_CPU_INDEX"; then
+  if "$VENV/bin/python" -m pip install -q --no-deps "torch==$version" --index-url "$TORCH_CPU_INDEX" &&
+     "$VENV/bin/python" -m pip install -q "torch==$version"; then
     return 0
   fi
   echo "frameview: could not install torch $version (CPU build) from $TORCH_CPU_INDEX; the tests that use torch" \
