@@ -230,30 +230,41 @@ class Timer:
 class ScopedRebuild:
     """The scoped slot-table rebuild exactly as FabricFrameView runs it on every access, through the view itself:
     ``prepare_for_reuse()``, the count check, fabric arrays rebuilt only when buckets changed, and the one
-    ``invert_tag_column`` launch (a recorded launch, replayed as a CUDA graph once buckets are stable)."""
+    ``invert_tag_column`` launch (a recorded launch, replayed as a CUDA graph once buckets are stable).
+
+    It uses the view's private members (``_refresh_one``, ``_launch_recorded``, ``_arrays``): the view keys the
+    parent selection's columns ``"parent:<attribute>"`` and requires the tag, world and local matrices on both.
+    """
 
     def __init__(self, view: Any, parents: bool) -> None:
         self.view, self.parents = view, parents
         tag, parent_tag = view.tag_names
         if parents:
             self.sel, self.count, self.what = view._parent_sel, len(view.parent_paths), "parents"
-            self.attrs, self.key, self.slots = (parent_tag, WORLD_MATRIX), "invert_parents", view._parent_slots
+            self.attrs, self.key, self.slots = (
+                (parent_tag, WORLD_MATRIX, LOCAL_MATRIX),
+                "invert_parents",
+                view._parent_slots,
+            )
+            self.prefix = "parent:"
         else:
             self.sel, self.count, self.what = view._sel, view.count, "prims"
             self.attrs, self.key, self.slots = (tag, WORLD_MATRIX, LOCAL_MATRIX), "invert", view._slots
+            self.prefix = ""
 
     def __call__(self) -> None:
         v = self.view
         try:
             v._refresh_one(self.sel, self.count, self.what, self.attrs)
-            v._launch_recorded(self.key, invert_tag_column, self.count, [v._arrays[self.attrs[0]]], [self.slots])
+            tags = v._arrays[self.prefix + self.attrs[0]]
+            v._launch_recorded(self.key, invert_tag_column, self.count, [tags], [self.slots])
         finally:
             self.sel.release()
 
     @property
     def arrays(self) -> dict[str, Any]:
         """The world-matrix column the table indexes (for the correctness check)."""
-        return {WORLD_MATRIX: self.view._arrays["parent_world" if self.parents else WORLD_MATRIX]}
+        return {WORLD_MATRIX: self.view._arrays[self.prefix + WORLD_MATRIX]}
 
     def selection_size(self) -> int:
         self.sel.prepare_for_reuse()
