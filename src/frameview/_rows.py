@@ -118,6 +118,8 @@ class DeviceErrors:
 
     def poll(self, *, wait: bool = False, limit: int | None = None) -> None:
         """Raise the first error of the queued calls that the GPU has finished (all of them when ``wait``)."""
+        if not self._pending or self._device.is_capturing:  # events cannot be queried while capturing
+            return
         done = 0
         while self._pending and (limit is None or done < limit):
             slot, make_error = self._pending[0]

@@ -293,7 +293,8 @@ class BaseFrameView(abc.ABC):
                 wp.launch(scatter_quat, idx.shape[0], inputs=[tmp_quat, idx], outputs=[quat], device=self._device)
             return pos, quat
         read(rows, pos, quat)
-        self._settle_rows(rows, "read")
+        if not rows.checked:  # only unchecked device indices can fail a read
+            self._settle_rows(rows, "read")
         return pos, quat
 
     @_synchronized
@@ -308,7 +309,8 @@ class BaseFrameView(abc.ABC):
         quat = self._outputs("rotated_quat", wp.quatf, rows.count)
         if rows.count:
             rotated(rows, pos, quat, offset)
-            self._settle_rows(rows, "read")
+            if not rows.checked:
+                self._settle_rows(rows, "read")
         return pos, quat
 
     def _get_scales(self, space: str, indices: IndicesLike, mask: MaskLike) -> wp.array:
@@ -325,7 +327,8 @@ class BaseFrameView(abc.ABC):
                 wp.launch(scatter_vec3, idx.shape[0], inputs=[tmp, idx], outputs=[out], device=self._device)
             return out
         read(rows, out)
-        self._settle_rows(rows, "read")
+        if not rows.checked:
+            self._settle_rows(rows, "read")
         return out
 
     # ---------------------------------------------------------------- setters
@@ -696,6 +699,18 @@ class BaseFrameView(abc.ABC):
         """
         if value is None:
             return None, True
+        if (  # fast path (the reset path): already the kernels' dtype, on the view's device, for a device backend
+            self._device_rows
+            and select is None
+            and isinstance(value, wp.array)
+            and value.dtype == dtype
+            and value.ndim == 1
+            and value.device == self._device
+            and value.is_contiguous
+        ):
+            if value.shape[0] != rows:
+                raise ValueError(f"{name}: expected {rows} rows, got {value.shape[0]}")
+            return (value if rows else None), False
         width = _width(dtype)
         arr, from_host = self._to_float32_rows(value, name, width)
         if arr.shape[0] != rows:
@@ -741,7 +756,7 @@ class BaseFrameView(abc.ABC):
         expected = f"(M, {width}) float32/float64"
         from_host = False
         if isinstance(value, wp.array):
-            from_host = value.device.is_cpu
+            from_host = value.device.is_cpu and not (self._device.is_cpu and self._device_rows)
             if _width(value.dtype) == width and value.ndim == 1 and value.dtype in (wp.vec3f, wp.quatf, wp.vec4f):
                 value = value.view(wp.float32).reshape((value.shape[0], width))
             elif value.dtype in (wp.vec3d, wp.quatd, wp.vec4d) and value.ndim == 1 and _width(value.dtype) == width:

@@ -83,6 +83,21 @@ class FollowPlan:
         self._layout = -1
         self.width = 0
 
+    def step(
+        self,
+        local: wp.fabricarray,
+        world: wp.fabricarray,
+        indices: wp.array,
+        use_indices: int,
+        req_row: wp.array,
+        rows: int,
+        status: wp.array,
+    ) -> tuple[Any, tuple[int, int], list]:
+        """``(kernel, dim, params)`` of the :func:`follow_written` launch over ``(rows, width)``."""
+        params = [local, self.start, self.nodes, self.node_slot, self.node_parent, self.node_top,
+                  self.start.shape[0] - 1, indices, use_indices, req_row, status, world]  # fmt: skip
+        return follow_written, (rows, self.width), params
+
     def refresh(self) -> None:
         """Rebuild after prims were added or removed; re-slot after the buckets changed (host work, O(plan))."""
         model = self._model

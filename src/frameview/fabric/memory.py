@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .follow import FollowPlan, follow_written
+from .follow import FollowPlan
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 
 __all__ = ["MemoryFabricStage", "MemorySelection", "attach"]
@@ -655,7 +655,7 @@ class MemoryFabricStage:
         """A plan that makes the descendants of ``paths`` follow their writes on the device."""
         return FollowPlan(self, tuple(paths))
 
-    def follow_writes(
+    def follow_step(
         self,
         plan: FollowPlan,
         indices: wp.array,
@@ -663,21 +663,15 @@ class MemoryFabricStage:
         req_row: wp.array,
         rows: int,
         status: wp.array,
-    ) -> None:
-        """After a view committed its written prims (``req_row[i] >= 0``), recompute their descendants' world
-        matrices in one launch; nothing happens when ``status`` holds an error (the write was rejected)."""
+    ) -> tuple[Any, tuple[int, int], list] | None:
+        """The launch ``(kernel, dim, params)`` that, after a view committed its written prims (``req_row[i] >= 0``),
+        recomputes their descendants' world matrices; it does nothing when ``status`` holds an error (the write was
+        rejected). None when the view's prims have no descendants."""
         plan.refresh()
         if plan.width == 0 or rows == 0:
-            return
+            return None
         local, world, _offsets = self.xform_columns()
-        wp.launch(
-            follow_written,
-            dim=(rows, plan.width),
-            inputs=[local, plan.start, plan.nodes, plan.node_slot, plan.node_parent, plan.node_top,
-                    plan.start.shape[0] - 1, indices, use_indices, req_row, status],
-            outputs=[world],
-            device=self.device,
-        )  # fmt: skip
+        return plan.step(local, world, indices, use_indices, req_row, rows, status)
 
     @property
     def structure_version(self) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from .._launch import RecordedLaunch
 from .._rows import (
     ALL,
     CODE_INDEX_DUPLICATE,
@@ -444,6 +445,24 @@ def _node_graph(fabric: Any, paths: tuple[str, ...]) -> tuple[np.ndarray, tuple[
     return np.concatenate([node_parent, np.asarray(extra_parent, dtype=np.int64)]), tuple(extras)
 
 
+def _fingerprint(step: tuple) -> tuple:
+    """What a captured launch depends on: kernel, dimension, and each argument's address (arrays) or value."""
+    if step[0] == "fill":
+        return ("fill", step[1].ptr, step[1].shape, step[2])
+    key, _kernel, dim, params = step
+    prints = []
+    for value in params:
+        if isinstance(value, wp.array):
+            prints.append((value.ptr, value.shape))
+        elif isinstance(value, wp.fabricarray):
+            prints.append(id(value))
+        elif isinstance(value, (int, float)):
+            prints.append(value)
+        else:
+            prints.append(tuple(value))
+    return (key, dim, *prints)
+
+
 class FabricFrameView(BaseFrameView):
     """A FrameView over Fabric: O(view) reads and writes, whatever the size of the stage.
 
@@ -469,6 +488,8 @@ class FabricFrameView(BaseFrameView):
         device: Warp device of the returned arrays and of the Fabric columns.
         fabric_provider: ``"auto"`` (chosen by the stage's type, logged), ``"memory"``, ``"ovstage"`` or ``"usdrt"``.
     """
+
+    _device_rows = True
 
     def __init__(
         self,
@@ -634,6 +655,9 @@ class FabricFrameView(BaseFrameView):
             cmd = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=self._device, record_cmd=True)
             self._launches[key] = entry = [cmd, 0, None, outputs]
         cmd, replays, graph, _ = entry
+        if self._device.is_capturing:  # inside the caller's graph capture: the launch itself is captured
+            cmd.launch()
+            return
         if graph is not None:
             wp.capture_launch(graph)
             return
@@ -650,26 +674,15 @@ class FabricFrameView(BaseFrameView):
         entry[1] = replays + 1
         cmd.launch()
 
-    def _launch_cmd(self, key: str, kernel: Any, dim: Any, params: list) -> None:
-        """Launch ``kernel(*params)`` through a recorded command, re-packing only the parameters that changed since
-        the last call with this key (``wp.launch`` looks the kernel up and packs every argument on every call, most of
-        a small launch's host time). Dropped with the fabric arrays on a bucket change."""
-        entry = self._launches.get(key)
-        if entry is None:
-            cmd = wp.launch(kernel, dim=dim, inputs=params, device=self._device, record_cmd=True)
-            self._launches[key] = (cmd, list(params), [dim])
-            cmd.launch()
+    def _launch_cmd(self, key: Any, kernel: Any, dim: Any, params: list) -> None:
+        """Launch ``kernel(*params)`` through a :class:`RecordedLaunch` kept under ``key`` (dropped with the fabric
+        arrays on a bucket change)."""
+        recorded = self._launches.get(key)
+        if recorded is None:
+            self._launches[key] = RecordedLaunch(kernel, dim, params, self._device)
+            self._launches[key].launch(dim, params)
             return
-        cmd, last, last_dim = entry
-        for j, value in enumerate(params):
-            old = last[j]
-            if value is not old and (isinstance(value, (wp.array, wp.fabricarray)) or value != old):
-                cmd.set_param_at_index(j, value)
-                last[j] = value
-        if dim != last_dim[0]:
-            cmd.set_dim(dim)
-            last_dim[0] = dim
-        cmd.launch()
+        recorded.launch(dim, params)
 
     # ---------------------------------------------------------------- reads
 
@@ -688,10 +701,10 @@ class FabricFrameView(BaseFrameView):
                     self._launch_cmd(("masked", key), _scatter_poses_masked, self.count,
                                      [tags, mats, rows.mask, offset, pos_out, quat_out])  # fmt: skip
                 else:
-                    self._invert(parents=False)
-                    self._launch_cmd(("gather", key), _gather_poses, rows.count,
-                                     [mats, self._slots, self.count, offset, rows.indices, pos_out, quat_out,
-                                      self._errors.status])  # fmt: skip
+                    invert = ("invert", invert_tag_column, self.count, [tags, self._slots])
+                    gather = (("gather", key), _gather_poses, rows.count, [mats, self._slots, self.count, offset,
+                              rows.indices, pos_out, quat_out, self._errors.status])  # fmt: skip
+                    self._run_steps([invert, gather], f"gather:{key}")
             finally:
                 self._release_selections()
 
@@ -707,10 +720,10 @@ class FabricFrameView(BaseFrameView):
                     self._launch_cmd(("scales_masked", attr), _scatter_scales, self.count,
                                      [tags, mats, rows.mask, 1, scale_out])  # fmt: skip
                 else:
-                    self._invert(parents=False)
-                    self._launch_cmd(("gather_scales", attr), _gather_scales, rows.count,
-                                     [mats, self._slots, self.count, rows.indices, scale_out,
-                                      self._errors.status])  # fmt: skip
+                    invert = ("invert", invert_tag_column, self.count, [tags, self._slots])
+                    gather = (("gather_scales", attr), _gather_scales, rows.count, [mats, self._slots, self.count,
+                              rows.indices, scale_out, self._errors.status])  # fmt: skip
+                    self._run_steps([invert, gather], f"gather_scales:{attr}")
             finally:
                 self._release_selections()
 
@@ -750,38 +763,43 @@ class FabricFrameView(BaseFrameView):
         with self._fabric.lock:
             try:
                 self._refresh(parents=True, write=True)
-                self._invert(parents=True)
+                steps: list[tuple] = [("invert", invert_tag_column, self.count, [self._arrays[self._tag], self._slots])]
+                parents = self._parent_paths
+                if parents:
+                    steps.append(("invert_parents", invert_tag_column, len(parents),
+                                  [self._arrays["parent:" + self._parent_tag], self._parent_slots]))  # fmt: skip
                 if rows.kind == INDEXED:
-                    self._req_row.fill_(-1)
-                    self._launch_cmd("stage_indices", _stage_indices, rows.count,
-                                     [indices, self.count, self._req_row, status])  # fmt: skip
+                    steps.append(("fill", self._req_row, -1))
+                    steps.append(("stage_indices", _stage_indices, rows.count,
+                                  [indices, self.count, self._req_row, status]))  # fmt: skip
                     req_row = self._req_row
                 elif rows.kind == MASK:
-                    self._launch_cmd("stage_mask", _stage_mask, self.count, [rows.mask, self._req_row])
+                    steps.append(("stage_mask", _stage_mask, self.count, [rows.mask, self._req_row]))
                     req_row = self._req_row
                 else:
                     req_row = self._req_all
-                parents = self._parent_paths
                 extra_world = self._arrays["parent:" + WORLD_MATRIX] if parents else self._arrays[WORLD_MATRIX]
                 extra_local = self._arrays["parent:" + LOCAL_MATRIX] if parents else self._arrays[LOCAL_MATRIX]
                 view_world, view_local = self._arrays[WORLD_MATRIX], self._arrays[LOCAL_MATRIX]
-                self._launch_cmd("solve", _solve_writes, rows.count, [
+                steps.append(("solve", _solve_writes, rows.count, [
                     view_local, self._slots, extra_world, extra_local, self._parent_slots, self._node_parent,
                     self.count, indices, use_indices, req_row, int(in_world),
                     int(pos is not None), self._no_vec3 if pos is None else pos,
                     int(quat is not None), self._no_quat if quat is None else quat,
                     int(scale is not None), self._no_vec3 if scale is None else scale,
                     self._new_local, self._new_world, status,
-                ])  # fmt: skip
-                written = self._written if rows.count == self._written.shape[0] else self._head(self._written,
-                                                                                               rows.count)  # fmt: skip
-                self._launch_cmd("commit", _commit_writes, rows.count, [
+                ]))  # fmt: skip
+                written = self._head(self._written, rows.count)
+                steps.append(("commit", _commit_writes, rows.count, [
                     self._new_local, self._new_world, self._slots, self.count, indices, use_indices, req_row, status,
                     view_local, view_world, written,
-                ])  # fmt: skip
+                ]))  # fmt: skip
                 if self._follow is not None:
-                    self._fabric.follow_writes(self._follow, indices, use_indices, req_row, rows.count, status)
-                else:  # providers that update the hierarchy on the host: settle errors first, then hand the slots
+                    follow = self._fabric.follow_step(self._follow, indices, use_indices, req_row, rows.count, status)
+                    if follow is not None:
+                        steps.append(("follow", *follow))
+                self._run_steps(steps, "write")
+                if self._follow is None:  # providers that update the hierarchy on the host: settle, then hand slots
                     self._errors.settle(self._status_error("set", rows), now=True)
                     slots = written.numpy()
                     slots = slots[slots >= 0]
@@ -789,6 +807,36 @@ class FabricFrameView(BaseFrameView):
                         self._fabric.propagate_world(self._sel, wp.array(slots, dtype=wp.int32, device=self._device))
             finally:
                 self._release_selections()
+
+    def _run_steps(self, steps: list[tuple], name: str) -> None:
+        """Run a write's launches. On CUDA, a write whose launches, dimensions and argument addresses repeat those of
+        the previous write is captured once into a CUDA graph, then replayed as one launch (the reset loop passes the
+        same buffers every time: only their contents change). A bucket change drops the graph."""
+        if not self._device.is_cuda or self._device.is_capturing:
+            self._launch_steps(steps)
+            return
+        signature = tuple(_fingerprint(step) for step in steps)
+        cached = self._launches.get(("graph", name))
+        if cached is None or cached[0] != signature:
+            self._launches[("graph", name)] = [signature, None]
+            self._launch_steps(steps)
+            return
+        if cached[1] is None:
+            if self._capture_stream is None:
+                self._capture_stream = wp.Stream(self._device)
+            with wp.ScopedStream(self._capture_stream), wp.ScopedCapture(
+                device=self._device, stream=self._capture_stream, force_module_load=False
+            ) as capture:
+                self._launch_steps(steps)
+            cached[1] = capture.graph
+        wp.capture_launch(cached[1])
+
+    def _launch_steps(self, steps: list[tuple]) -> None:
+        for step in steps:
+            if step[0] == "fill":
+                step[1].fill_(step[2])
+            else:
+                self._launch_cmd(*step)
 
     def _write_world_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
         self._write(rows, in_world=True, pos=pos, quat=quat)
