@@ -44,3 +44,37 @@ class RecordedLaunch:
             cmd.set_dim(dim)
             self._dim = dim
         cmd.launch()
+
+
+def capture_stream(device: Any) -> wp.Stream | None:
+    """A non-blocking CUDA stream on ``device`` for the views' own graph captures, or None where none can be made.
+
+    Warp's streams are blocking: while one captures, an operation that another thread puts on the legacy default
+    stream would have to wait for it, and CUDA fails that operation. A non-blocking stream has no such implicit
+    dependency, so capturing on it never disturbs other threads. It is created through the CUDA driver, in the
+    device's context, and handed to Warp as an external stream (the caller destroys it: :func:`destroy_stream`).
+    """
+    try:
+        import ctypes
+
+        lib = ctypes.CDLL("libcuda.so.1")
+        handle, previous = ctypes.c_void_p(), ctypes.c_void_p()
+        if lib.cuCtxPushCurrent_v2(ctypes.c_void_p(device.context)) != 0:
+            return None
+        try:
+            failed = lib.cuStreamCreate(ctypes.byref(handle), ctypes.c_uint(1))  # CU_STREAM_NON_BLOCKING
+        finally:
+            lib.cuCtxPopCurrent_v2(ctypes.byref(previous))
+        if failed or not handle.value:
+            return None
+        return wp.Stream(device, cuda_stream=handle.value)
+    except (OSError, AttributeError):  # no CUDA driver library by that name (e.g. not Linux): no own captures
+        return None
+
+
+def destroy_stream(stream: wp.Stream) -> None:
+    """Destroy a stream made by :func:`capture_stream` (Warp does not own external streams)."""
+    from warp._src.context import runtime
+
+    runtime.core.wp_cuda_stream_destroy(stream.device.context, stream.cuda_stream)
+    stream.cuda_stream = None

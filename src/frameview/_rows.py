@@ -30,12 +30,13 @@ STATUS_OK = 2**31 - 1
 # error codes, lowest first for the same row
 CODE_INDEX_RANGE = wp.constant(1)
 CODE_INDEX_DUPLICATE = wp.constant(2)
-CODE_VALUE_NOT_FINITE = wp.constant(3)
-CODE_ZERO_QUATERNION = wp.constant(4)
-CODE_SINGULAR_PARENT = wp.constant(5)
-CODE_SHEAR = wp.constant(6)
-CODE_RESULT_NOT_FINITE = wp.constant(7)
-STATUS_CODES = wp.constant(8)
+CODE_VALUE_NOT_FINITE = wp.constant(3)  # the positions / translations / scales argument
+CODE_QUAT_NOT_FINITE = wp.constant(4)  # the orientations argument
+CODE_ZERO_QUATERNION = wp.constant(5)
+CODE_SINGULAR_PARENT = wp.constant(6)
+CODE_SHEAR = wp.constant(7)
+CODE_RESULT_NOT_FINITE = wp.constant(8)
+STATUS_CODES = wp.constant(16)
 
 
 @wp.func

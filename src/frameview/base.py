@@ -17,6 +17,7 @@ from ._rows import (
     ALL,
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
+    CODE_QUAT_NOT_FINITE,
     CODE_RESULT_NOT_FINITE,
     CODE_SHEAR,
     CODE_SINGULAR_PARENT,
@@ -437,19 +438,22 @@ class BaseFrameView(abc.ABC):
                 index = self._source_index(rows, row)
             written = "nothing was written" if call.startswith("set") else "the rows read are not valid"
             if code == int(CODE_INDEX_RANGE):
+                where = "is negative" if index < 0 else "is out of range"
                 return IndexError(
-                    f"{call}: indices: row {row} holds index {index}, out of range for a view of count={self.count}; "
-                    f"{written}"
+                    f"indices: index {index} (row {row}) {where} for a view of count={self.count} ({call}); {written}"
                 )
             if code == int(CODE_INDEX_DUPLICATE):
                 return ValueError(
-                    f"{call}: indices: index {index} appears more than once in a write; expected each index at most "
+                    f"indices: index {index} appears more than once in a write ({call}); expected each index at most "
                     f"once (drop the duplicates and their rows); {written}"
                 )
             if code == int(CODE_VALUE_NOT_FINITE):
-                return ValueError(f"{call}: row {row} holds a non-finite value; {written}")
+                name = _FIRST_ARGUMENT.get(call, "values")
+                return ValueError(f"{name}: row {row} holds a non-finite value ({call}); {written}")
+            if code == int(CODE_QUAT_NOT_FINITE):
+                return ValueError(f"orientations: row {row} holds a non-finite value ({call}); {written}")
             if code == int(CODE_ZERO_QUATERNION):
-                return ValueError(f"{call}: orientations: row {row} holds a zero-norm quaternion; {written}")
+                return ValueError(f"orientations: row {row} holds a zero-norm quaternion ({call}); {written}")
             prim = self._prim_paths[index] if 0 <= index < self.count else f"<row {row}>"
             if code == int(CODE_SINGULAR_PARENT):
                 return ValueError(
@@ -550,7 +554,7 @@ class BaseFrameView(abc.ABC):
             return Rows(MASK, self.count, mask=self._mask_to_device(mask))
         if indices is None:
             return self._all_rows
-        if self._device_rows:
+        if self._device_rows and self._device.is_cuda:  # on the CPU every array is host memory: check it here
             device_rows = self._device_indices(indices)
             if device_rows is not None:
                 return device_rows
@@ -794,6 +798,10 @@ class BaseFrameView(abc.ABC):
         if value.ndim != 2 or value.shape[1] != width:
             raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
         return value, from_host
+
+
+_FIRST_ARGUMENT = {"set_world": "positions", "set_local": "translations", "set_local_scales": "scales"}
+"""The non-orientation argument of each setter, named in device-side value errors."""
 
 
 def _torch_index_dtypes() -> tuple:

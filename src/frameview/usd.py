@@ -370,7 +370,8 @@ class UsdFrameView(BaseFrameView):
             k = int(bad[0])
             code = {int(WRITE_SINGULAR_PARENT): CODE_SINGULAR_PARENT, int(WRITE_SHEAR): CODE_SHEAR,
                     int(WRITE_NOT_FINITE): CODE_RESULT_NOT_FINITE}[int(status[k])]  # fmt: skip
-            raise self._status_error("set", rows)(k * int(STATUS_CODES) + int(code))
+            call = "set_local_scales" if scale is not None else ("set_world" if in_world else "set_local")
+            raise self._status_error(call, rows)(k * int(STATUS_CODES) + int(code))
         req_scale = None if scale is None else scale.numpy().astype(np.float64)
         self._author(prims, paths, new_local, (t, q, s), sheared, flags, req_scale)
 

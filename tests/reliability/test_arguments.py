@@ -265,6 +265,7 @@ def test_setter_inputs_are_written_exactly_or_rejected_whole(
     if error is not None:
         with pytest.raises(error, match=match):
             method(**{key: arg, "indices": rows})
+            robots.check()  # device data on CUDA: the kernels found it, the error surfaces here (docs/reliability.md)
         assert_unchanged(before, snapshot(robots))
         return
     method(**{key: arg, "indices": rows})

@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._launch import RecordedLaunch
+from .._launch import RecordedLaunch, capture_stream, destroy_stream
 from .._rows import (
     ALL,
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
+    CODE_QUAT_NOT_FINITE,
     CODE_RESULT_NOT_FINITE,
     CODE_SHEAR,
     CODE_SINGULAR_PARENT,
@@ -254,16 +255,20 @@ def _request_ok(
         for a in range(3):
             if not wp.isfinite(scale[r][a]):
                 ok = False
-    if set_quat != 0:
-        q = quat[r]
-        for a in range(4):
-            if not wp.isfinite(q[a]):
-                ok = False
-        if ok and q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3] < 1.0e-12:
-            report(status_out, r, CODE_ZERO_QUATERNION)
-            return False
     if not ok:
         report(status_out, r, CODE_VALUE_NOT_FINITE)
+    if set_quat != 0:
+        q = quat[r]
+        finite = True
+        for a in range(4):
+            if not wp.isfinite(q[a]):
+                finite = False
+        if not finite:
+            report(status_out, r, CODE_QUAT_NOT_FINITE)
+            ok = False
+        elif q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3] < 1.0e-12:
+            report(status_out, r, CODE_ZERO_QUATERNION)
+            ok = False
     return ok
 
 
@@ -549,6 +554,7 @@ class FabricFrameView(BaseFrameView):
         self._arrays: dict[str, Any] = {}
         self._launches: dict[Any, Any] = {}
         self._capture_stream: wp.Stream | None = None
+        self._no_capture_stream = False
 
     # ---------------------------------------------------------------- properties
 
@@ -661,11 +667,9 @@ class FabricFrameView(BaseFrameView):
         if graph is not None:
             wp.capture_launch(graph)
             return
-        if self._device.is_cuda and replays >= 1:
-            # capture on the view's own stream: work other threads put on the device's stream meanwhile is neither
-            # captured nor invalidates the capture; the graph is replayed on the caller's current stream
-            if self._capture_stream is None:
-                self._capture_stream = wp.Stream(self._device)
+        if self._device.is_cuda and replays >= 1 and self._own_capture_stream() is not None:
+            # capture on the view's own (non-blocking) stream: work other threads put on the device meanwhile is
+            # neither captured nor disturbed; the graph is replayed on the caller's current stream
             with wp.ScopedCapture(device=self._device, stream=self._capture_stream, force_module_load=False) as capture:
                 cmd.launch(stream=self._capture_stream)
             entry[2] = capture.graph
@@ -800,7 +804,8 @@ class FabricFrameView(BaseFrameView):
                         steps.append(("follow", *follow))
                 self._run_steps(steps, "write")
                 if self._follow is None:  # providers that update the hierarchy on the host: settle, then hand slots
-                    self._errors.settle(self._status_error("set", rows), now=True)
+                    call = "set_local_scales" if scale is not None else ("set_world" if in_world else "set_local")
+                    self._errors.settle(self._status_error(call, rows), now=True)
                     slots = written.numpy()
                     slots = slots[slots >= 0]
                     if slots.size:
@@ -812,7 +817,7 @@ class FabricFrameView(BaseFrameView):
         """Run a write's launches. On CUDA, a write whose launches, dimensions and argument addresses repeat those of
         the previous write is captured once into a CUDA graph, then replayed as one launch (the reset loop passes the
         same buffers every time: only their contents change). A bucket change drops the graph."""
-        if not self._device.is_cuda or self._device.is_capturing:
+        if not self._device.is_cuda or self._device.is_capturing or self._own_capture_stream() is None:
             self._launch_steps(steps)
             return
         signature = tuple(_fingerprint(step) for step in steps)
@@ -822,14 +827,19 @@ class FabricFrameView(BaseFrameView):
             self._launch_steps(steps)
             return
         if cached[1] is None:
-            if self._capture_stream is None:
-                self._capture_stream = wp.Stream(self._device)
             with wp.ScopedStream(self._capture_stream), wp.ScopedCapture(
                 device=self._device, stream=self._capture_stream, force_module_load=False
             ) as capture:
                 self._launch_steps(steps)
             cached[1] = capture.graph
         wp.capture_launch(cached[1])
+
+    def _own_capture_stream(self) -> wp.Stream | None:
+        """The view's non-blocking capture stream (made on first use), or None where none can be made."""
+        if self._capture_stream is None and not self._no_capture_stream:
+            self._capture_stream = capture_stream(self._device)
+            self._no_capture_stream = self._capture_stream is None
+        return self._capture_stream
 
     def _launch_steps(self, steps: list[tuple]) -> None:
         for step in steps:
@@ -853,6 +863,10 @@ class FabricFrameView(BaseFrameView):
         """Remove both tags from every tagged prim, in one batch each."""
         self._launches.clear()
         self._arrays.clear()
+        if self._capture_stream is not None:
+            wp.synchronize_stream(self._capture_stream)
+            destroy_stream(self._capture_stream)
+            self._capture_stream = None
         fabric = self._fabric
         if not fabric.is_alive():
             return
