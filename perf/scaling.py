@@ -398,7 +398,7 @@ def measure_fabric(scene: Scene, args: argparse.Namespace, timer: Timer, checks:
     ]
     fabric = scene.fabric
     heavy = max(3, min(args.reps, 5)) if a.prim_count > 200_000 else None
-    steps = bar(17, f"measure envs={a.envs} filler={a.filler:,}", "metric")
+    steps = bar(17, f"measure envs={a.envs} filler={a.filler:,}", "metrics")
 
     def done(metric: str) -> None:
         steps.update()
@@ -545,7 +545,7 @@ def measure_interleaved(envs: int, args: argparse.Namespace, rounds: int = 20, p
         gc.collect()
         gc.disable()
         try:
-            with bar(rounds, f"interleaved rebuild, envs={envs}", "round") as b:
+            with bar(rounds, f"interleaved rebuild, envs={envs}", "rounds") as b:
                 for _ in range(rounds):
                     for scene, _v, fns in cases:
                         with scene.fabric.lock:
@@ -592,7 +592,7 @@ def measure_usd(arrays: SceneArrays, args: argparse.Namespace, timer: Timer, che
     """UsdFrameView on a pxr stage of the same scene."""
     from frameview import UsdFrameView, resolve_prim_paths
 
-    with bar(arrays.prim_count, f"author pxr envs={arrays.envs} filler={arrays.filler:,}", "prim") as b:
+    with bar(arrays.prim_count, f"author pxr envs={arrays.envs} filler={arrays.filler:,}", "prims") as b:
         stage, author_s, open_s = build_usd_stage(arrays, b.update)
     key = {
         "envs": arrays.envs,
