@@ -39,10 +39,19 @@ CODE_RESULT_NOT_FINITE = wp.constant(8)
 STATUS_CODES = wp.constant(16)
 
 
+_STATUS_OK = wp.constant(STATUS_OK)
+
+
 @wp.func
 def report(status: wp.array(dtype=wp.int32), row: int, code: int):
     """Record error ``code`` at ``row`` (the smallest row, then code, wins)."""
     wp.atomic_min(status, 0, row * STATUS_CODES + code)
+
+
+@wp.func
+def failed(status: wp.array(dtype=wp.int32)):
+    """True once an earlier call recorded an error that was not raised yet (the word is sticky)."""
+    return status[0] != _STATUS_OK
 
 
 @dataclass(frozen=True)
@@ -77,65 +86,67 @@ class Rows:
 class DeviceErrors:
     """The status word of one view, and the errors it reports.
 
+    The word is sticky: once a call recorded an error, the kernels of later calls neither write (a write's commit
+    checks the word) nor record another error, until the error is raised. On CUDA each call that can fail ends with a
+    copy of the word into pinned host memory (part of the call's CUDA graph where it has one) and an event; the
+    next call of the view looks at the copy once that event has completed, without waiting for it.
+
     Args:
         device: The view's Warp device.
     """
 
-    _RING = 8
+    _MAX_PENDING = 64
 
     def __init__(self, device: wp.context.Device) -> None:
         self._device = device
         self.status = wp.full(1, STATUS_OK, dtype=wp.int32, device=device)
-        self._pending: list[tuple[int, Callable[[int], Exception]]] = []  # (ring slot, error factory)
+        self._pending: list[Callable[[int], Exception]] = []  # error factories of the calls not yet known clean
         if device.is_cuda:
-            self._pinned = wp.full(self._RING, STATUS_OK, dtype=wp.int32, device="cpu", pinned=True)
-            self._host = self._pinned.numpy()
-            self._events = [wp.Event(device) for _ in range(self._RING)]
-            self._next = 0
+            self.published = wp.full(1, STATUS_OK, dtype=wp.int32, device="cpu", pinned=True)
+            self._host = self.published.numpy()
+            self._event = wp.Event(device)
 
-    def settle(self, make_error: Callable[[int], Exception], *, now: bool) -> None:
+    def publish(self) -> None:
+        """Copy the word to pinned host memory on the current stream (outside a captured graph)."""
+        wp.copy(self.published, self.status)
+
+    def settle(self, make_error: Callable[[int], Exception], *, now: bool, published: bool = False) -> None:
         """After a call's launches: raise its error now (CPU, host inputs, or ``now``), or queue the check.
 
         Args:
             make_error: Builds the exception from the status word (called on the error path only).
             now: Report before returning even on CUDA (a host sync; used when the inputs came from the host).
+            published: The call's launches already copied the word to :attr:`published` (its graph did).
         """
         if self._device.is_cpu or now:
             value = int(self.status.numpy()[0])
             if value != STATUS_OK:
-                self.status.fill_(STATUS_OK)
-                self._pending.clear()
+                self._reset()
                 raise make_error(value)
             return
         if self._device.is_capturing:
-            return  # inside a graph capture: check() reports (the status word is part of the graph)
-        if len(self._pending) == self._RING:
-            self.poll(wait=True, limit=1)
-        slot = self._next
-        self._next = (slot + 1) % self._RING
-        wp.copy(self._pinned, self.status, dest_offset=slot, count=1)
-        wp.get_stream(self._device).record_event(self._events[slot])
-        self._pending.append((slot, make_error))
+            return  # inside the caller's graph capture: check() reports (the status word is part of the graph)
+        if len(self._pending) >= self._MAX_PENDING:
+            self.poll(wait=True)
+        if not published:
+            self.publish()
+        wp.get_stream(self._device).record_event(self._event)
+        self._pending.append(make_error)
 
-    def poll(self, *, wait: bool = False, limit: int | None = None) -> None:
-        """Raise the first error of the queued calls that the GPU has finished (all of them when ``wait``)."""
+    def poll(self, *, wait: bool = False) -> None:
+        """Raise the error of the queued calls if the GPU has finished them (wait for it when ``wait``)."""
         if not self._pending or self._device.is_capturing:  # events cannot be queried while capturing
             return
-        done = 0
-        while self._pending and (limit is None or done < limit):
-            slot, make_error = self._pending[0]
-            event = self._events[slot]
-            if wait:
-                wp.synchronize_event(event)
-            elif not event.is_complete:
-                return
-            self._pending.pop(0)
-            done += 1
-            value = int(self._host[slot])
-            if value != STATUS_OK:
-                self._pending.clear()
-                self.status.fill_(STATUS_OK)
-                raise make_error(value)
+        if wait:
+            wp.synchronize_event(self._event)
+        elif not self._event.is_complete:
+            return
+        value = int(self._host[0])
+        first = self._pending[0]
+        self._pending.clear()
+        if value != STATUS_OK:
+            self._reset()
+            raise first(value)
 
     def check(self, make_error: Callable[[int], Exception]) -> None:
         """Synchronise and raise any error recorded so far (queued calls first, then the status word itself)."""
@@ -143,8 +154,14 @@ class DeviceErrors:
             self.poll(wait=True)
         value = int(self.status.numpy()[0])
         if value != STATUS_OK:
-            self.status.fill_(STATUS_OK)
+            self._reset()
             raise make_error(value)
+
+    def _reset(self) -> None:
+        self._pending.clear()
+        self.status.fill_(STATUS_OK)
+        if self._device.is_cuda:
+            self._host[0] = STATUS_OK
 
 
 def split_status(value: int) -> tuple[int, int]:

@@ -8,7 +8,7 @@ import functools
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import warp as wp
@@ -127,7 +127,11 @@ def scatter_quat(
     dst_out[indices[k]] = src[k]
 
 
-def _synchronized(method: Callable) -> Callable:
+_F = TypeVar("_F", bound=Callable[..., Any])
+_ViewT = TypeVar("_ViewT", bound="BaseFrameView")
+
+
+def _synchronized(method: _F) -> _F:
     """Run a public method under the view's lock: calls from several threads are serialised, never interleaved."""
 
     @functools.wraps(method)
@@ -135,7 +139,7 @@ def _synchronized(method: Callable) -> Callable:
         with self._lock:
             return method(self, *args, **kwargs)
 
-    return locked
+    return cast(_F, locked)
 
 
 def _is_torch_tensor(value: Any) -> bool:
@@ -426,7 +430,8 @@ class BaseFrameView(abc.ABC):
         self._errors.check(self._status_error("an earlier call", None))
 
     def _settle_rows(self, rows: Rows, call: str, now: bool = False) -> None:
-        self._errors.settle(self._status_error(call, rows), now=now)
+        # device-row backends end each call that can fail with the status copy (in its graph where it has one)
+        self._errors.settle(self._status_error(call, rows), now=now, published=self._device_rows)
 
     def _status_error(self, call: str, rows: Rows | None) -> Callable[[int], Exception]:
         """A factory: status word -> the exception naming the argument, row, index or prim."""
@@ -496,7 +501,7 @@ class BaseFrameView(abc.ABC):
         self._closed = True
         self._release()
 
-    def __enter__(self) -> BaseFrameView:
+    def __enter__(self: _ViewT) -> _ViewT:
         self._check_open()
         return self
 

@@ -27,20 +27,20 @@ def build_from_config(stage: Any) -> fv.BaseFrameView:
     assert_type(view.count, int)
     assert_type(view.prim_paths, tuple[str, ...])
     pos, _quat = view.get_world_poses(indices=[0, 2])
-    assert_type(pos, wp.array)  # type: ignore[assert-type]  # Any until base.py's _synchronized keeps signatures
+    assert_type(pos, wp.array)
     view.set_world_poses(positions=pos, orientations=None, indices=[0, 2])
     return view
 
 
 def use_a_view(stage: Any) -> None:
     with fv.FabricFrameView("/World/envs/env_.*/Camera", stage=stage, device="cpu") as cams:
-        assert_type(cams, fv.FabricFrameView)  # type: ignore[assert-type]  # until BaseFrameView.__enter__ returns Self
+        assert_type(cams, fv.FabricFrameView)
         _pos, quat = cams.get_world_poses()
-        assert_type(quat, wp.array)  # type: ignore[assert-type]  # Any until base.py's _synchronized keeps signatures
+        assert_type(quat, wp.array)
     usd = fv.UsdFrameView(["/World/envs/env_0/Camera"], stage=stage, device="cpu")
     try:
         scales = usd.get_world_scales()
-        assert_type(scales, wp.array)  # type: ignore[assert-type]  # Any until base.py's _synchronized keeps signatures
+        assert_type(scales, wp.array)
     finally:
         usd.close()
 

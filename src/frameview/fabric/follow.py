@@ -82,6 +82,8 @@ class FollowPlan:
         self._structure = -1
         self._layout = -1
         self.width = 0
+        self.stamp: tuple[int, int] = (-1, -1)
+        """Changes whenever the plan's arrays are replaced (a captured launch that read them is stale)."""
 
     def step(
         self,
@@ -116,6 +118,7 @@ class FollowPlan:
             self.node_slot = wp.array(slots.astype(np.int32), dtype=wp.int32, device=dev)
             self.node_top = wp.array(top.astype(np.int32), dtype=wp.int32, device=dev)
             self._layout = model.layout_version
+            self.stamp = (self._structure, self._layout)
 
     def _build(self) -> None:
         model = self._model

@@ -35,6 +35,7 @@ from .._rows import (
     MASK,
     STATUS_OK,
     Rows,
+    failed,
     report,
 )
 from ..base import BaseFrameView
@@ -151,7 +152,8 @@ def _gather_poses(
     if i < 0 or i >= count:
         pos_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
         quat_out[k] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
-        report(status_out, k, CODE_INDEX_RANGE)
+        if not failed(status_out):
+            report(status_out, k, CODE_INDEX_RANGE)
         return
     p, q = _pose_of(mats[slots[i]], offset)
     pos_out[k] = p
@@ -194,7 +196,8 @@ def _gather_scales(
     i = indices[k]
     if i < 0 or i >= count:
         scale_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
-        report(status_out, k, CODE_INDEX_RANGE)
+        if not failed(status_out):
+            report(status_out, k, CODE_INDEX_RANGE)
         return
     _t, _q, s = decompose_matrix(mats[slots[i]])
     scale_out[k] = wp.vec3f(s)
@@ -211,6 +214,8 @@ def _stage_indices(
 ):
     """``req_row_out[indices[k]] = k`` (filled with -1 before); an index out of range or given twice is reported."""
     k = wp.tid()
+    if failed(status_out):
+        return
     i = indices[k]
     if i < 0 or i >= count:
         report(status_out, k, CODE_INDEX_RANGE)
@@ -329,6 +334,8 @@ def _solve_writes(
     solving the written view prims of the chain on the way. O(depth^2) per row in the nesting depth, usually 1.
     """
     k = wp.tid()
+    if failed(status_out):
+        return
     i = k
     if use_indices != 0:
         i = indices[k]
@@ -450,22 +457,9 @@ def _node_graph(fabric: Any, paths: tuple[str, ...]) -> tuple[np.ndarray, tuple[
     return np.concatenate([node_parent, np.asarray(extra_parent, dtype=np.int64)]), tuple(extras)
 
 
-def _fingerprint(step: tuple) -> tuple:
-    """What a captured launch depends on: kernel, dimension, and each argument's address (arrays) or value."""
-    if step[0] == "fill":
-        return ("fill", step[1].ptr, step[1].shape, step[2])
-    key, _kernel, dim, params = step
-    prints = []
-    for value in params:
-        if isinstance(value, wp.array):
-            prints.append((value.ptr, value.shape))
-        elif isinstance(value, wp.fabricarray):
-            prints.append(id(value))
-        elif isinstance(value, (int, float)):
-            prints.append(value)
-        else:
-            prints.append(tuple(value))
-    return (key, dim, *prints)
+def _address(array: wp.array | None) -> tuple | None:
+    """What a captured launch depends on in a caller's array: its address and shape."""
+    return None if array is None else (array.ptr, array.shape)
 
 
 class FabricFrameView(BaseFrameView):
@@ -708,7 +702,8 @@ class FabricFrameView(BaseFrameView):
                     invert = ("invert", invert_tag_column, self.count, [tags, self._slots])
                     gather = (("gather", key), _gather_poses, rows.count, [mats, self._slots, self.count, offset,
                               rows.indices, pos_out, quat_out, self._errors.status])  # fmt: skip
-                    self._run_steps([invert, gather], f"gather:{key}")
+                    where = (rows.count, _address(rows.indices), _address(pos_out), _address(quat_out))
+                    self._run_steps([invert, gather], f"gather:{key}", where)
             finally:
                 self._release_selections()
 
@@ -727,7 +722,8 @@ class FabricFrameView(BaseFrameView):
                     invert = ("invert", invert_tag_column, self.count, [tags, self._slots])
                     gather = (("gather_scales", attr), _gather_scales, rows.count, [mats, self._slots, self.count,
                               rows.indices, scale_out, self._errors.status])  # fmt: skip
-                    self._run_steps([invert, gather], f"gather_scales:{attr}")
+                    where = (rows.count, _address(rows.indices), _address(scale_out))
+                    self._run_steps([invert, gather], f"gather_scales:{attr}", where)
             finally:
                 self._release_selections()
 
@@ -802,7 +798,10 @@ class FabricFrameView(BaseFrameView):
                     follow = self._fabric.follow_step(self._follow, indices, use_indices, req_row, rows.count, status)
                     if follow is not None:
                         steps.append(("follow", *follow))
-                self._run_steps(steps, "write")
+                stamp = self._follow.stamp if self._follow is not None else None
+                key = (rows.kind, rows.count, in_world, _address(indices), _address(rows.mask), _address(pos),
+                       _address(quat), _address(scale), stamp)  # fmt: skip
+                self._run_steps(steps, "write", key)
                 if self._follow is None:  # providers that update the hierarchy on the host: settle, then hand slots
                     call = "set_local_scales" if scale is not None else ("set_world" if in_world else "set_local")
                     self._errors.settle(self._status_error(call, rows), now=True)
@@ -813,17 +812,23 @@ class FabricFrameView(BaseFrameView):
             finally:
                 self._release_selections()
 
-    def _run_steps(self, steps: list[tuple], name: str) -> None:
-        """Run a write's launches. On CUDA, a write whose launches, dimensions and argument addresses repeat those of
-        the previous write is captured once into a CUDA graph, then replayed as one launch (the reset loop passes the
-        same buffers every time: only their contents change). A bucket change drops the graph."""
-        if not self._device.is_cuda or self._device.is_capturing or self._own_capture_stream() is None:
+    def _run_steps(self, steps: list[tuple], name: str, key: tuple) -> None:
+        """Run a call's launches, then (CUDA) copy the status word to pinned memory for the next call to look at.
+
+        On CUDA, a call whose ``key`` (what the caller passes: row kind and count, argument addresses, flags) repeats
+        the previous call's is captured once into a CUDA graph, then replayed as one launch: the reset loop passes the
+        same buffers every time, only their contents change. Everything else a launch reads belongs to the view and
+        is replaced only on a bucket change, which drops the graphs with the recorded launches.
+        """
+        cuda = self._device.is_cuda
+        if cuda:
+            steps.append(("publish",))
+        if not cuda or self._device.is_capturing or self._own_capture_stream() is None:
             self._launch_steps(steps)
             return
-        signature = tuple(_fingerprint(step) for step in steps)
         cached = self._launches.get(("graph", name))
-        if cached is None or cached[0] != signature:
-            self._launches[("graph", name)] = [signature, None]
+        if cached is None or cached[0] != key:
+            self._launches[("graph", name)] = [key, None]
             self._launch_steps(steps)
             return
         if cached[1] is None:
@@ -845,6 +850,8 @@ class FabricFrameView(BaseFrameView):
         for step in steps:
             if step[0] == "fill":
                 step[1].fill_(step[2])
+            elif step[0] == "publish":
+                self._errors.publish()
             else:
                 self._launch_cmd(*step)
 
