@@ -32,8 +32,9 @@ class RecordedLaunch:
         self._params = list(params)
         self._dim = dim
 
-    def launch(self, dim: Any, params: list) -> None:
-        """Launch with ``params`` (same length and kinds as recorded) over ``dim``."""
+    def launch(self, dim: Any, params: list, stream: wp.Stream | None = None) -> None:
+        """Launch with ``params`` (same length and kinds as recorded) over ``dim``, on ``stream`` (default: the
+        device's current stream)."""
         cmd, last = self._cmd, self._params
         for j, value in enumerate(params):
             old = last[j]
@@ -43,7 +44,7 @@ class RecordedLaunch:
         if dim != self._dim:
             cmd.set_dim(dim)
             self._dim = dim
-        cmd.launch()
+        cmd.launch(stream=stream)
 
 
 def capture_stream(device: Any) -> wp.Stream | None:

@@ -106,9 +106,9 @@ class DeviceErrors:
             self._host = self.published.numpy()
             self._event = wp.Event(device)
 
-    def publish(self) -> None:
-        """Copy the word to pinned host memory on the current stream (outside a captured graph)."""
-        wp.copy(self.published, self.status)
+    def publish(self, stream: wp.Stream | None = None) -> None:
+        """Copy the word to pinned host memory on ``stream`` (default: the device's current stream)."""
+        wp.copy(self.published, self.status, stream=stream)
 
     def settle(self, make_error: Callable[[int], Exception], *, now: bool, published: bool = False) -> None:
         """After a call's launches: raise its error now (CPU, host inputs, or ``now``), or queue the check.

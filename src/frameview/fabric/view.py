@@ -225,6 +225,15 @@ def _stage_indices(
 
 
 @wp.kernel(enable_backward=False)
+def _clear_rows(
+    # outputs
+    req_row_out: wp.array(dtype=wp.int32),
+):
+    """``req_row_out[i] = -1``: nothing requested yet."""
+    req_row_out[wp.tid()] = -1
+
+
+@wp.kernel(enable_backward=False)
 def _stage_mask(
     # inputs
     mask: wp.array(dtype=wp.bool),
@@ -672,15 +681,13 @@ class FabricFrameView(BaseFrameView):
         entry[1] = replays + 1
         cmd.launch()
 
-    def _launch_cmd(self, key: Any, kernel: Any, dim: Any, params: list) -> None:
+    def _launch_cmd(self, key: Any, kernel: Any, dim: Any, params: list, stream: wp.Stream | None = None) -> None:
         """Launch ``kernel(*params)`` through a :class:`RecordedLaunch` kept under ``key`` (dropped with the fabric
         arrays on a bucket change)."""
         recorded = self._launches.get(key)
         if recorded is None:
-            self._launches[key] = RecordedLaunch(kernel, dim, params, self._device)
-            self._launches[key].launch(dim, params)
-            return
-        recorded.launch(dim, params)
+            recorded = self._launches[key] = RecordedLaunch(kernel, dim, params, self._device)
+        recorded.launch(dim, params, stream)
 
     # ---------------------------------------------------------------- reads
 
@@ -769,7 +776,7 @@ class FabricFrameView(BaseFrameView):
                     steps.append(("invert_parents", invert_tag_column, len(parents),
                                   [self._arrays["parent:" + self._parent_tag], self._parent_slots]))  # fmt: skip
                 if rows.kind == INDEXED:
-                    steps.append(("fill", self._req_row, -1))
+                    steps.append(("clear_rows", _clear_rows, self.count, [self._req_row]))
                     steps.append(("stage_indices", _stage_indices, rows.count,
                                   [indices, self.count, self._req_row, status]))  # fmt: skip
                     req_row = self._req_row
@@ -831,11 +838,10 @@ class FabricFrameView(BaseFrameView):
             self._launches[("graph", name)] = [key, None]
             self._launch_steps(steps)
             return
-        if cached[1] is None:
-            with wp.ScopedStream(self._capture_stream), wp.ScopedCapture(
-                device=self._device, stream=self._capture_stream, force_module_load=False
-            ) as capture:
-                self._launch_steps(steps)
+        if cached[1] is None:  # every operation names the capture stream: the device's current stream is not touched
+            stream = self._capture_stream
+            with wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
+                self._launch_steps(steps, stream)
             cached[1] = capture.graph
         wp.capture_launch(cached[1])
 
@@ -846,14 +852,12 @@ class FabricFrameView(BaseFrameView):
             self._no_capture_stream = self._capture_stream is None
         return self._capture_stream
 
-    def _launch_steps(self, steps: list[tuple]) -> None:
+    def _launch_steps(self, steps: list[tuple], stream: wp.Stream | None = None) -> None:
         for step in steps:
-            if step[0] == "fill":
-                step[1].fill_(step[2])
-            elif step[0] == "publish":
-                self._errors.publish()
+            if step[0] == "publish":
+                self._errors.publish(stream)
             else:
-                self._launch_cmd(*step)
+                self._launch_cmd(*step, stream=stream)
 
     def _write_world_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
         self._write(rows, in_world=True, pos=pos, quat=quat)
