@@ -30,6 +30,7 @@ from ._rows import (
     report,
     split_status,
 )
+from .visibility import VisibilityMixin
 
 __all__ = ["BaseFrameView"]
 
@@ -147,7 +148,7 @@ def _is_torch_tensor(value: Any) -> bool:
     return torch is not None and isinstance(value, torch.Tensor)
 
 
-class BaseFrameView(abc.ABC):
+class BaseFrameView(VisibilityMixin, abc.ABC):
     """A fixed set of prims whose world and local poses are read and written in bulk.
 
     Subclasses implement the ``_read_*`` / ``_write_*`` hooks; this class validates every argument once, at the
@@ -538,7 +539,7 @@ class BaseFrameView(abc.ABC):
     def _write_local_scales(self, rows: Rows, scales: wp.array) -> None:
         """Write local scales (on the view's device)."""
 
-    def _release(self) -> None:  # noqa: B027 - optional hook
+    def _release(self) -> None:
         """Release backend resources; called once by :meth:`close`."""
 
     # ---------------------------------------------------------------- argument handling
