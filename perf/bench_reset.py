@@ -92,7 +92,9 @@ def _check_reset(robots: Any, cams: Any, ids: np.ndarray, pos: np.ndarray, quat:
     return err
 
 
-def run_case(provider: str, device: str, envs: int, filler: int, reset: int, reps: int) -> dict[str, Any]:
+def run_case(
+    provider: str, device: str, envs: int, filler: int, reset: int, reps: int, profile: bool = False
+) -> dict[str, Any]:
     scene = PROVIDERS[provider].build(scene_arrays(envs, filler, seed=1), device)
     rng = np.random.default_rng(5)
     rows: dict[str, float] = {}
@@ -128,6 +130,18 @@ def run_case(provider: str, device: str, envs: int, filler: int, reset: int, rep
         rows["set_world_poses_parents"] = _median_us(lambda: robots.set_world_poses(full_pos, full_quat), device, reps)
         rows["set_world_poses_leaf"] = _median_us(lambda: cams.set_world_poses(full_pos, full_quat), device, reps)
         rows["reset"] = _median_us(reset_once, device, reps)
+        if profile:
+            import cProfile
+            import pstats
+
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(reps):
+                reset_once()
+            wp.synchronize_device(device)
+            prof.disable()
+            print(f"--- host profile of {reps} resets (envs={envs}, filler={filler})")
+            pstats.Stats(prof).sort_stats("tottime").print_stats(18)
         if wp.get_device(device).is_cuda:
             rows["reset_graph"] = _graph_replay_us(robots, cams, full_pos, full_quat, mask, device, reps)
         robots.check()
@@ -159,13 +173,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reset", type=int, default=256, help="envs reset per call (default 256)")
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--save-as", default=None, help="write perf/results/reset_NAME.json (committed results)")
+    p.add_argument("--profile", action="store_true", help="print a cProfile of the reset loop (host time)")
     args = p.parse_args(argv)
     wp.config.quiet = True
     wp.init()
     cases = []
     for envs in args.envs:
         for filler in args.filler:
-            case = run_case(args.provider, args.device, envs, filler, min(args.reset, envs), args.reps)
+            case = run_case(args.provider, args.device, envs, filler, min(args.reset, envs), args.reps, args.profile)
             cases.append(case)
             cells = "  ".join(f"{k}={v:.1f}" for k, v in case["median_us"].items())
             print(f"envs={envs} filler={filler} err={case['check_max_abs_error']:.2e}  {cells}", flush=True)
