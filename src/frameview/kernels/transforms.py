@@ -98,29 +98,10 @@ def is_singular(m: wp.mat44d):
     return not (volume > wp.float64(1.0e-12) * wp.length(r0) * wp.length(r1) * wp.length(r2))
 
 
-@wp.func
-def local_from_world_pose(t: wp.vec3d, q: wp.quatd, local_scale: wp.vec3d, parent_world: wp.mat44d):
-    """Local matrix that places a prim at world translation ``t`` and rotation ``q`` (xyzw), keeping its local scale.
-
-    The local translation is exact; the local rotation is ``conj(q_parent) * q``, exact when the parent's world scale
-    is uniform (under a non-uniformly scaled parent a rotated child's world matrix has shear, which no pose can
-    express). Keeping the local scale keeps the local matrix expressible as translate/orient/scale.
-    """
-    inv = wp.inverse(parent_world)
-    lt = wp.vec3d(
-        t[0] * inv[0, 0] + t[1] * inv[1, 0] + t[2] * inv[2, 0] + inv[3, 0],
-        t[0] * inv[0, 1] + t[1] * inv[1, 1] + t[2] * inv[2, 1] + inv[3, 1],
-        t[0] * inv[0, 2] + t[1] * inv[1, 2] + t[2] * inv[2, 2] + inv[3, 2],
-    )
-    _pt, pq, _ps = decompose_matrix(parent_world)
-    lq = wp.normalize(wp.quat_inverse(pq) * q)
-    return compose_matrix(lt, lq, local_scale)
-
-
 SHEAR_TOLERANCE = wp.constant(1.0e-6)
-"""Relative error of recomposing a matrix from its (translation, rotation, scale) above which it counts as sheared."""
+"""Largest cosine between two rows of a local 3x3 above which it counts as sheared."""
 
-# write statuses, in order of precedence when several rows fail (the error reports the first failing row)
+# write statuses (solve_local)
 WRITE_OK = wp.constant(0)
 WRITE_SINGULAR_PARENT = wp.constant(1)
 WRITE_SHEAR = wp.constant(2)
@@ -129,16 +110,64 @@ WRITE_NOT_FINITE = wp.constant(3)
 
 @wp.func
 def shear_error(m: wp.mat44d):
-    """Relative error of recomposing the upper 3x3 of ``m`` from its decomposition (0 without shear)."""
-    t, q, s = decompose_matrix(m)
-    r = compose_matrix(t, q, s)
+    """How far the upper 3x3 of ``m`` is from (per-axis scale) x (rotation): the largest cosine between two of its
+    rows (0 without shear; a zero row counts as no shear)."""
+    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
+    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
+    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
+    l0 = wp.length(r0)
+    l1 = wp.length(r1)
+    l2 = wp.length(r2)
+    tiny = wp.float64(_EPS)
     err = wp.float64(0.0)
-    size = wp.float64(1.0e-30)
+    if l0 > tiny and l1 > tiny:
+        err = wp.max(err, wp.abs(wp.dot(r0, r1)) / (l0 * l1))
+    if l0 > tiny and l2 > tiny:
+        err = wp.max(err, wp.abs(wp.dot(r0, r2)) / (l0 * l2))
+    if l1 > tiny and l2 > tiny:
+        err = wp.max(err, wp.abs(wp.dot(r1, r2)) / (l1 * l2))
+    return err
+
+
+@wp.func
+def rotation_rows(m: wp.mat44d):
+    """The rotation (rows: the unit axes) and per-axis scale of a shear-free upper 3x3, the mirror on x as in
+    :func:`decompose_matrix`; where an axis has zero length the rotation comes from :func:`decompose_matrix`."""
+    _t, q, s = decompose_matrix(m)
+    tiny = wp.float64(_EPS)
+    if wp.abs(s[0]) > tiny and wp.abs(s[1]) > tiny and wp.abs(s[2]) > tiny:
+        rows = wp.mat33d(
+            m[0, 0] / s[0], m[0, 1] / s[0], m[0, 2] / s[0],
+            m[1, 0] / s[1], m[1, 1] / s[1], m[1, 2] / s[1],
+            m[2, 0] / s[2], m[2, 1] / s[2], m[2, 2] / s[2],
+        )  # fmt: skip
+        return rows, s
+    return wp.transpose(wp.quat_to_matrix(q)), s
+
+
+@wp.func
+def orthogonal_part(p: wp.mat44d):
+    """The orthogonal matrix (rows) of a parent's upper 3x3 ``s * M``: Gram-Schmidt on its rows, with ``det M`` the
+    sign of its determinant (exact for a similarity, mirrors included; the nearest frame otherwise)."""
+    r0 = wp.vec3d(p[0, 0], p[0, 1], p[0, 2])
+    r1 = wp.vec3d(p[1, 0], p[1, 1], p[1, 2])
+    r2 = wp.vec3d(p[2, 0], p[2, 1], p[2, 2])
+    m0 = wp.normalize(r0)
+    m1 = wp.normalize(r1 - wp.dot(r1, m0) * m0)
+    m2 = wp.cross(m0, m1)
+    if wp.dot(wp.cross(r0, r1), r2) < wp.float64(0.0):
+        m2 = -m2
+    return wp.mat33d(m0[0], m0[1], m0[2], m1[0], m1[1], m1[2], m2[0], m2[1], m2[2])
+
+
+@wp.func
+def with_upper(m: wp.mat44d, scale: wp.vec3d, rows: wp.mat33d):
+    """``m`` with its upper 3x3 replaced by ``diag(scale) @ rows`` (translation kept)."""
+    out = m
     for a in range(3):
-        size = wp.max(size, wp.abs(s[a]))
         for b in range(3):
-            err = wp.max(err, wp.abs(r[a, b] - m[a, b]))
-    return err / size
+            out[a, b] = scale[a] * rows[a, b]
+    return out
 
 
 @wp.func
@@ -162,33 +191,6 @@ def transform_point(p: wp.vec3d, m: wp.mat44d):
 
 
 @wp.func
-def local_rotation_for_world(q: wp.quatd, parent_world: wp.mat44d):
-    """Local rotation (xyzw) that gives a child the world rotation ``q`` under ``parent_world``.
-
-    Exact when the parent's upper 3x3 is a similarity (uniform scale times an orthogonal matrix), mirrors included:
-    with ``M`` the parent's orthogonal part and ``e = sign(det M)``, the local rotation matrix (rows) is
-    ``diag(e, 1, 1) R(q) M^T``, which is proper, and the child's world matrix then decomposes (mirror on x, as
-    :func:`decompose_matrix` reports it) to exactly ``q``. Under a non-uniform scale it uses the parent's rotation
-    part, the closest a pose can get (the exact world matrix would need shear).
-    """
-    _pt, pq, ps = decompose_matrix(parent_world)
-    rq = wp.transpose(wp.quat_to_matrix(wp.normalize(q)))  # rows
-    rp = wp.transpose(wp.quat_to_matrix(pq))  # rows: the parent's proper rotation
-    e = wp.float64(1.0)
-    if ps[0] < wp.float64(0.0):
-        e = wp.float64(-1.0)
-    flip = wp.mat33d(e, wp.float64(0.0), wp.float64(0.0),
-                     wp.float64(0.0), wp.float64(1.0), wp.float64(0.0),
-                     wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))  # fmt: skip
-    # M = flip @ rp, so R_local = flip @ rq @ M^T = flip @ rq @ rp^T @ flip
-    rl = flip @ rq @ wp.transpose(rp) @ flip
-    lq = wp.normalize(wp.quat_from_matrix(wp.transpose(rl)))
-    if lq[3] < wp.float64(0.0):
-        lq = -lq
-    return lq
-
-
-@wp.func
 def solve_local(
     local: wp.mat44d,
     parent_world: wp.mat44d,
@@ -206,9 +208,12 @@ def solve_local(
 
     - a translation-only write (either space) replaces the translation row and keeps the upper 3x3 bit for bit
       (shear included); in world space the local translation is ``t @ inverse(parent_world)``, always exact;
-    - an orientation and/or scale write recomposes the upper 3x3 from the kept and the given components, so the
-      prim's local matrix must have no shear (``WRITE_SHEAR`` otherwise); in world space the local rotation comes
-      from :func:`local_rotation_for_world`; the local scale is kept unless ``set_s``;
+    - an orientation and/or scale write rebuilds the upper 3x3 from the kept and the given components, so the prim's
+      local matrix must have no shear (``WRITE_SHEAR`` otherwise). A world orientation ``q`` gives the local rotation
+      ``diag(e, 1, 1) R(q) M^T`` (rows), ``M`` the parent's orthogonal part and ``e = det M``: exact under any
+      similarity parent, mirrors included. A world scale ``s`` gives the local scale ``(e s_x, s_y, s_z) / p``, ``p``
+      the parent's scale (the cube root of its volume): exact under a similarity parent. The local scale is kept
+      unless ``set_s``, the local rotation unless ``set_q``;
     - a world write needs an invertible parent world matrix (``WRITE_SINGULAR_PARENT`` otherwise).
     """
     status = int(WRITE_OK)
@@ -218,15 +223,29 @@ def solve_local(
     if set_q != 0 or set_s != 0:
         if shear_error(local) > wp.float64(SHEAR_TOLERANCE):
             return out, WRITE_SHEAR
-        _lt, lq, ls = decompose_matrix(local)
+        rows, scale = rotation_rows(local)
+        m = wp.mat33d()
+        e = wp.float64(1.0)
+        if in_world != 0:
+            m = orthogonal_part(parent_world)
+            e = wp.determinant(m)
         if set_q != 0:
-            if in_world != 0:  # noqa: SIM108 - Warp kernels: plain branches
-                lq = local_rotation_for_world(q, parent_world)
-            else:
-                lq = wp.normalize(q)
+            rows = wp.transpose(wp.quat_to_matrix(wp.normalize(q)))
+            if in_world != 0:
+                flip = wp.mat33d(e, wp.float64(0.0), wp.float64(0.0),
+                                 wp.float64(0.0), wp.float64(1.0), wp.float64(0.0),
+                                 wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))  # fmt: skip
+                rows = flip @ rows @ wp.transpose(m)
         if set_s != 0:
-            ls = s
-        out = compose_matrix(wp.vec3d(local[3, 0], local[3, 1], local[3, 2]), lq, ls)
+            scale = s
+            if in_world != 0:
+                p = wp.pow(wp.abs(wp.determinant(wp.mat33d(
+                    parent_world[0, 0], parent_world[0, 1], parent_world[0, 2],
+                    parent_world[1, 0], parent_world[1, 1], parent_world[1, 2],
+                    parent_world[2, 0], parent_world[2, 1], parent_world[2, 2],
+                ))), wp.float64(1.0) / wp.float64(3.0))  # fmt: skip
+                scale = wp.vec3d(e * s[0] / p, s[1] / p, s[2] / p)
+        out = with_upper(local, scale, rows)
     if set_t != 0:
         if in_world != 0:
             out = with_translation(out, transform_point(t, wp.inverse(parent_world)))
