@@ -37,6 +37,7 @@ from .kernels.transforms import (
     shear_error,
     solve_local,
 )
+from .visibility import INVISIBLE, VISIBLE, PxrVisibilityTree, plan_visibility
 
 __all__ = ["UsdFrameView"]
 
@@ -124,6 +125,15 @@ def _rotation_for_scale(local: np.ndarray, scale: np.ndarray) -> np.ndarray | No
     out = np.array([*gq.GetImaginary(), gq.GetReal()], dtype=np.float64)
     out /= np.linalg.norm(out)
     return -out if out[3] < 0 else out
+
+
+def _axis_scales(mats: np.ndarray) -> np.ndarray:
+    """(M, 3) per-axis scales of (M, 4, 4) row-vector matrices as ``decompose_matrix`` reports them: the lengths of
+    the rows of the upper 3x3, the sign of its determinant on x."""
+    upper = mats[:, :3, :3]
+    out = np.linalg.norm(upper, axis=2)
+    out[:, 0] *= np.where(np.linalg.det(upper) < 0.0, -1.0, 1.0)
+    return out
 
 
 def _nesting_levels(paths: list[str]) -> np.ndarray:
@@ -281,6 +291,22 @@ class UsdFrameView(BaseFrameView):
     def _release(self) -> None:
         self._prims = []
 
+    # ---------------------------------------------------------------- visibility (host path)
+
+    def _read_visibility(self, rows: np.ndarray | None) -> np.ndarray:
+        prims = self._live_prims(list(range(self.count)) if rows is None else rows.tolist())
+        invisible = UsdGeom.Tokens.invisible
+        return np.array([UsdGeom.Imageable(p).ComputeVisibility() != invisible for p in prims], dtype=bool)
+
+    def _write_visibility(self, rows: np.ndarray | None, visible: np.ndarray) -> None:
+        """Plan every opinion first (reads), then author them all in one ``Sdf.ChangeBlock`` (writes only)."""
+        prims = self._live_prims(list(range(self.count)) if rows is None else rows.tolist())
+        changes = plan_visibility(PxrVisibilityTree(self._stage), [str(p.GetPath()) for p in prims], visible)
+        tokens = {VISIBLE: UsdGeom.Tokens.inherited, INVISIBLE: UsdGeom.Tokens.invisible}
+        with Sdf.ChangeBlock():
+            for path, opinion in changes.items():
+                UsdGeom.Imageable(self._stage.GetPrimAtPath(path)).CreateVisibilityAttr().Set(tokens[opinion])
+
     # ---------------------------------------------------------------- helpers
 
     def _view_rows(self, rows: Rows) -> list[int]:
@@ -355,6 +381,7 @@ class UsdFrameView(BaseFrameView):
         t, q, s = np.empty((n, 3)), np.empty((n, 4)), np.empty((n, 3))
         sheared, status = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32)
         new_world: dict[str, np.ndarray] = {}
+        parent_scale = np.ones((n, 3))  # a world scale write authors world / parent scale (as solve_local solves it)
         flags = (pos is not None, quat is not None, scale is not None)
         for lv in range(int(level.max()) + 1 if n else 0):
             batch = np.flatnonzero(level == lv)
@@ -363,6 +390,8 @@ class UsdFrameView(BaseFrameView):
             ).reshape(-1, 4, 4)
             out = self._solve(local[batch], parents, batch, in_world, flags, pos, quat, scale)
             new_local[batch], t[batch], q[batch], s[batch], sheared[batch], status[batch] = out
+            if in_world and scale is not None:
+                parent_scale[batch] = _axis_scales(parents)
             for j, k in enumerate(batch):
                 new_world[paths[k]] = new_local[k] @ parents[j]
         bad = np.flatnonzero(status != int(WRITE_OK))
@@ -372,7 +401,7 @@ class UsdFrameView(BaseFrameView):
                     int(WRITE_NOT_FINITE): CODE_RESULT_NOT_FINITE}[int(status[k])]  # fmt: skip
             call = "set_local_scales" if scale is not None else ("set_world" if in_world else "set_local")
             raise self._status_error(call, rows)(k * int(STATUS_CODES) + int(code))
-        req_scale = None if scale is None else scale.numpy().astype(np.float64)
+        req_scale = None if scale is None else scale.numpy().astype(np.float64) / parent_scale
         self._author(prims, paths, new_local, (t, q, s), sheared, flags, req_scale)
 
     def _solve(
