@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 import warp as wp
@@ -21,12 +19,49 @@ from helpers import (
 from pxr import Gf
 
 from frameview.kernels.transforms import (
-    compose_matrices,
+    SHEAR_TOLERANCE,
+    WRITE_OK,
+    WRITE_SHEAR,
+    WRITE_SINGULAR_PARENT,
+    compose_matrix,
     decompose_matrices,
-    local_to_world_matrices,
-    replace_matrix_components,
-    world_to_local_matrices,
+    solve_local,
 )
+
+# ---------------------------------------------------------------- test-only kernels over the library's functions
+
+
+@wp.kernel
+def compose_matrices(
+    # inputs
+    pos: wp.array(dtype=wp.vec3f),
+    quat: wp.array(dtype=wp.quatf),
+    scale: wp.array(dtype=wp.vec3f),
+    # outputs
+    mats_out: wp.array(dtype=wp.mat44d),
+):
+    i = wp.tid()
+    mats_out[i] = compose_matrix(wp.vec3d(pos[i]), wp.quatd(quat[i]), wp.vec3d(scale[i]))
+
+
+@wp.kernel
+def solve_many(
+    # inputs
+    local: wp.array(dtype=wp.mat44d),
+    parent_world: wp.array(dtype=wp.mat44d),
+    in_world: int,
+    flags: wp.vec3i,
+    t: wp.array(dtype=wp.vec3d),
+    q: wp.array(dtype=wp.quatd),
+    s: wp.array(dtype=wp.vec3d),
+    # outputs
+    local_out: wp.array(dtype=wp.mat44d),
+    status_out: wp.array(dtype=wp.int32),
+):
+    i = wp.tid()
+    m, status = solve_local(local[i], parent_world[i], in_world, flags[0], t[i], flags[1], q[i], flags[2], s[i])
+    local_out[i] = m
+    status_out[i] = status
 
 # ---------------------------------------------------------------- kernel runners
 
@@ -50,13 +85,6 @@ def _compose(t: np.ndarray, q: np.ndarray, s: np.ndarray, device: str) -> np.nda
         wp.array(np.asarray(s, np.float32), dtype=wp.vec3f, device=device),
     ]
     wp.launch(compose_matrices, dim=n, inputs=inputs, outputs=[out], device=device)
-    return out.numpy()
-
-
-def _binary(kernel: wp.Kernel, a: np.ndarray, b: np.ndarray, device: str) -> np.ndarray:
-    out = wp.empty(len(a), dtype=wp.mat44d, device=device)
-    inputs = [wp.array(a, dtype=wp.mat44d, device=device), wp.array(b, dtype=wp.mat44d, device=device)]
-    wp.launch(kernel, dim=len(a), inputs=inputs, outputs=[out], device=device)
     return out.numpy()
 
 
@@ -163,38 +191,138 @@ def test_sheared_matrix_is_not_recomposed(device: str) -> None:
     assert np.abs(_compose(pos, quat, scale, device)[0] - m).max() > 1e-2
 
 
-# ---------------------------------------------------------------- world <-> local
+# ---------------------------------------------------------------- solve_local: the write solve of every backend
 
 
-def _random_parents(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Rotated parents with non-uniform scales, every fourth one a right-angle rotation."""
-    t, q, s = _random_trs(rng, n)
-    right = right_angle_quats()
-    q[::4] = right[rng.integers(len(right), size=len(q[::4]))]
-    return np.array([compose(*args) for args in zip(t, q, s, strict=True)])
-
-
-def test_local_to_world_is_local_times_parent(device: str) -> None:
-    """local_to_world_matrices computes local @ parent_world (row-vector) under rotated, scaled parents."""
-    rng = np.random.default_rng(5)
-    parents = _random_parents(rng, 32)
-    local = np.array([compose(*args) for args in zip(*_random_trs(rng, 32), strict=True)])
-    np.testing.assert_allclose(_binary(local_to_world_matrices, local, parents, device), local @ parents, atol=1e-9)
-    # the world position is the local translation carried through the parent
-    world_pos = np.einsum("ni,nij->nj", np.c_[local[:, 3, :3], np.ones(32)], parents)[:, :3]
-    np.testing.assert_allclose((local @ parents)[:, 3, :3], world_pos, atol=1e-9)
-
-
-def test_world_local_round_trip(device: str) -> None:
-    """world_to_local_matrices inverts local_to_world_matrices (float64, 1e-9)."""
-    rng = np.random.default_rng(6)
-    parents = _random_parents(rng, 32)
-    local = np.array([compose(*args) for args in zip(*_random_trs(rng, 32), strict=True)])
-    world = _binary(local_to_world_matrices, local, parents, device)
-    np.testing.assert_allclose(_binary(world_to_local_matrices, world, parents, device), local, atol=1e-9)
-    np.testing.assert_allclose(
-        _binary(world_to_local_matrices, world, parents, device), world @ np.linalg.inv(parents), atol=1e-9
+def _solve(local, parents, in_world, flags, t, q, s, device):
+    n = len(local)
+    out = wp.empty(n, dtype=wp.mat44d, device=device)
+    status = wp.empty(n, dtype=wp.int32, device=device)
+    wp.launch(
+        solve_many,
+        dim=n,
+        inputs=[
+            wp.array(np.asarray(local, np.float64), dtype=wp.mat44d, device=device),
+            wp.array(np.asarray(parents, np.float64), dtype=wp.mat44d, device=device),
+            int(in_world),
+            wp.vec3i(*flags),
+            wp.array(np.asarray(t, np.float64), dtype=wp.vec3d, device=device),
+            wp.array(np.asarray(q, np.float64), dtype=wp.quatd, device=device),
+            wp.array(np.asarray(s, np.float64), dtype=wp.vec3d, device=device),
+        ],
+        outputs=[out, status],
+        device=device,
     )
+    return out.numpy(), status.numpy()
+
+
+def _similarity_parents(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Parents whose upper 3x3 is a uniform scale times an orthogonal matrix: rotations, mirrors, both."""
+    t, q, _s = _random_trs(rng, n)
+    scale = rng.uniform(0.3, 3.0, size=n)
+    mirrors = np.array([[1, 1, 1], [-1, -1, -1], [1, -1, 1], [-1, 1, 1], [1, 1, -1]], dtype=np.float64)
+    signs = mirrors[rng.integers(len(mirrors), size=n)]
+    return np.array([compose(t[k], q[k], scale[k] * signs[k]) for k in range(n)])
+
+
+def _world_rotation_rows(world: np.ndarray) -> np.ndarray:
+    """Rotation rows of a shear-free matrix, the mirror on x (the library's decomposition convention)."""
+    upper = world[:3, :3]
+    s = np.linalg.norm(upper, axis=1)
+    if np.linalg.det(upper) < 0:
+        s[0] = -s[0]
+    return upper / s[:, None]
+
+
+@pytest.mark.parametrize("flags", [(1, 1, 0), (0, 1, 0)], ids=["pose", "orientation"])
+def test_world_orientation_is_exact_under_similarity_parents(device: str, flags) -> None:
+    """Under any similarity parent (mirrors included) a world orientation write reads back exactly, the local
+    scale is kept, and a world position (when given) is exact; with positions=None the local translation is kept."""
+    rng = np.random.default_rng(11)
+    n = 64
+    parents = _similarity_parents(rng, n)
+    lt, lq, ls = _random_trs(rng, n)
+    ls[::3, 1] *= -1.0  # some mirrored locals too
+    local = np.array([compose(lt[k], lq[k], ls[k]) for k in range(n)])
+    t, q = rng.uniform(-5, 5, (n, 3)), random_quats(rng, n)
+    out, status = _solve(local, parents, True, flags, t, q, np.zeros((n, 3)), device)
+    assert np.all(status == int(WRITE_OK))
+    for k in range(n):
+        world = out[k] @ parents[k]
+        np.testing.assert_allclose(_world_rotation_rows(world), quat_to_rotation(q[k]), atol=1e-9)
+        np.testing.assert_allclose(np.abs(np.linalg.norm(out[k][:3, :3], axis=1)), np.abs(ls[k]), rtol=1e-9)
+        if flags[0]:
+            np.testing.assert_allclose(world[3, :3], t[k], atol=1e-9)
+        else:
+            np.testing.assert_array_equal(out[k][3, :3], local[k][3, :3])
+
+
+def test_translation_only_writes_keep_the_upper_3x3_bit_for_bit(device: str) -> None:
+    """A world or local translation write keeps the local 3x3 exactly (shear included) under any invertible parent,
+    non-uniform or sheared ones too; the world position is exact."""
+    rng = np.random.default_rng(12)
+    n = 32
+    parents = np.array([compose(*args) for args in zip(*_random_trs(rng, n), strict=True)])
+    parents[::2, 1, 0] += 0.4  # sheared parents
+    local = np.array([compose(*args) for args in zip(*_random_trs(rng, n), strict=True)])
+    local[::3, 2, 1] += 0.7  # sheared locals
+    t = rng.uniform(-5, 5, (n, 3))
+    for in_world in (True, False):
+        out, status = _solve(local, parents, in_world, (1, 0, 0), t, np.tile([0, 0, 0, 1.0], (n, 1)),
+                             np.zeros((n, 3)), device)  # fmt: skip
+        assert np.all(status == int(WRITE_OK))
+        np.testing.assert_array_equal(out[:, :3, :3], local[:, :3, :3])
+        got = np.einsum("ni,nij->nj", np.c_[out[:, 3, :3], np.ones(n)], parents)[:, :3] if in_world else out[:, 3, :3]
+        np.testing.assert_allclose(got, t, atol=1e-9)
+
+
+def test_world_scale_is_exact_under_similarity_parents(device: str) -> None:
+    """A world scale write reads back (the mirror shown on x) and keeps the world rotation and the translation."""
+    rng = np.random.default_rng(13)
+    n = 48
+    parents = _similarity_parents(rng, n)
+    local = np.array([compose(*args) for args in zip(*_random_trs(rng, n), strict=True)])
+    before = local @ parents
+    s = rng.uniform(0.2, 3.0, (n, 3))
+    s[:, 0] *= np.sign(np.linalg.det(before[:, :3, :3]))  # ask for the world's own mirror: no rotation change
+    out, status = _solve(local, parents, True, (0, 0, 1), np.zeros((n, 3)), np.tile([0, 0, 0, 1.0], (n, 1)), s,
+                         device)  # fmt: skip
+    assert np.all(status == int(WRITE_OK))
+    for k in range(n):
+        world = out[k] @ parents[k]
+        scale = np.linalg.norm(world[:3, :3], axis=1) * np.array([np.sign(np.linalg.det(world[:3, :3])), 1, 1])
+        np.testing.assert_allclose(scale, s[k], rtol=1e-9)
+        np.testing.assert_allclose(_world_rotation_rows(world), _world_rotation_rows(before[k]), atol=1e-9)
+        np.testing.assert_array_equal(out[k][3, :3], local[k][3, :3])
+
+
+@pytest.mark.parametrize("flags", [(0, 1, 0), (0, 0, 1), (1, 1, 1)], ids=["orientation", "scale", "all"])
+def test_local_writes_keep_what_was_not_asked(device: str, flags) -> None:
+    """Local orientation / scale writes rebuild the 3x3 from the kept and given components; the translation is kept
+    unless written."""
+    rng = np.random.default_rng(14)
+    n = 32
+    lt, lq, ls = _random_trs(rng, n)
+    local = np.array([compose(lt[k], lq[k], ls[k]) for k in range(n)])
+    t, q, s = _random_trs(rng, n)
+    out, status = _solve(local, np.tile(np.eye(4), (n, 1, 1)), False, flags, t, q, s, device)
+    assert np.all(status == int(WRITE_OK))
+    for k in range(n):
+        expected = compose(t[k] if flags[0] else lt[k], q[k] if flags[1] else lq[k], s[k] if flags[2] else ls[k])
+        np.testing.assert_allclose(out[k], expected, atol=1e-9)
+
+
+def test_rotation_writes_on_sheared_prims_and_world_writes_under_singular_parents_fail(device: str) -> None:
+    """Statuses: a rotation or scale write on a sheared local matrix (cosine between rows > SHEAR_TOLERANCE) is
+    WRITE_SHEAR; a world write under a parent with a zero scale is WRITE_SINGULAR_PARENT; nothing is solved."""
+    local = np.eye(4)
+    local[1, 0] = 10.0 * float(SHEAR_TOLERANCE) + 1e-3
+    flat = np.diag([1.0, 0.0, 1.0, 1.0])
+    q = np.array([[0.0, 0.0, 0.0, 1.0]])
+    _out, status = _solve(local[None], np.eye(4)[None], False, (0, 1, 0), np.zeros((1, 3)), q, np.ones((1, 3)), device)
+    assert status[0] == int(WRITE_SHEAR)
+    _out, status = _solve(np.eye(4)[None], flat[None], True, (1, 0, 0), np.zeros((1, 3)), q, np.ones((1, 3)), device)
+    assert status[0] == int(WRITE_SINGULAR_PARENT)
 
 
 def test_child_world_pose_under_right_angle_parent_with_nonuniform_scale(device: str) -> None:
@@ -202,56 +330,9 @@ def test_child_world_pose_under_right_angle_parent_with_nonuniform_scale(device:
     h = np.sqrt(0.5)
     parent = compose([10.0, 0.0, 0.0], [0.0, 0.0, h, h], [1.0, 2.0, 3.0])
     local = compose([0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0])
-    world = _binary(local_to_world_matrices, local[None], parent[None], device)[0]
+    world = local @ parent
     pos, quat, scale = _decompose(world[None], device)
     # local +y is scaled by 2 then yawed onto -x
     np.testing.assert_allclose(pos[0], [8.0, 0.0, 0.0], atol=1e-6)
     assert_quats_close(quat, [[0.0, 0.0, h, h]])
     np.testing.assert_allclose(scale[0], [1.0, 2.0, 3.0], atol=1e-6)
-
-
-# ---------------------------------------------------------------- replace_components
-
-
-@pytest.mark.parametrize(
-    "flags", list(itertools.product((0, 1), repeat=3)), ids=lambda f: "tqs=" + "".join(map(str, f))
-)
-def test_replace_components_keeps_unflagged(device: str, flags: tuple[int, int, int]) -> None:
-    """replace_matrix_components sets the flagged components and keeps the others (unflagged inputs may be empty)."""
-    rng = np.random.default_rng(7)
-    n = 16
-    t0, q0, s0 = _random_trs(rng, n)
-    t1, q1, s1 = _random_trs(rng, n)
-    mats = np.array([compose(*args) for args in zip(t0, q0, s0, strict=True)])
-    set_t, set_q, set_s = flags
-
-    def arr(values: np.ndarray, flag: int, dtype: type) -> wp.array:
-        if not flag:
-            return wp.empty(0, dtype=dtype, device=device)
-        return wp.array(values.astype(np.float32), dtype=dtype, device=device)
-
-    out = wp.empty(n, dtype=wp.mat44d, device=device)
-    wp.launch(
-        replace_matrix_components,
-        dim=n,
-        inputs=[
-            wp.array(mats, dtype=wp.mat44d, device=device),
-            set_t,
-            arr(t1, set_t, wp.vec3f),
-            set_q,
-            arr(q1, set_q, wp.quatf),
-            set_s,
-            arr(s1, set_s, wp.vec3f),
-        ],
-        outputs=[out],
-        device=device,
-    )
-    expected = np.array(
-        [compose(t1[k] if set_t else t0[k], q1[k] if set_q else q0[k], s1[k] if set_s else s0[k]) for k in range(n)]
-    )
-    np.testing.assert_allclose(out.numpy(), expected, atol=1e-5)
-    for k in range(n):  # and the rotation really is the requested one, not its transpose
-        upper = out.numpy()[k][:3, :3]
-        np.testing.assert_allclose(
-            upper / np.linalg.norm(upper, axis=1)[:, None], quat_to_rotation(q1[k] if set_q else q0[k]), atol=1e-5
-        )

@@ -8,7 +8,7 @@ import warp as wp
 __all__ = ["invert_tag_column"]
 
 
-@wp.kernel
+@wp.kernel(enable_backward=False)
 def invert_tag_column(
     # inputs
     tags: wp.fabricarray(dtype=wp.uint32),

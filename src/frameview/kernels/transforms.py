@@ -67,27 +67,6 @@ def compose_matrix(t: wp.vec3d, q: wp.quatd, s: wp.vec3d):
 
 
 @wp.func
-def replace_components(
-    m: wp.mat44d,
-    set_t: int,
-    t: wp.vec3f,
-    set_q: int,
-    q: wp.quatf,
-    set_s: int,
-    s: wp.vec3f,
-):
-    """Return ``m`` with the components whose flag is set replaced, the others kept."""
-    t0, q0, s0 = decompose_matrix(m)
-    if set_t != 0:
-        t0 = wp.vec3d(t)
-    if set_q != 0:
-        q0 = wp.quatd(q)
-    if set_s != 0:
-        s0 = wp.vec3d(s)
-    return compose_matrix(t0, q0, s0)
-
-
-@wp.func
 def is_singular(m: wp.mat44d):
     """True when the upper 3x3 of ``m`` cannot be inverted (a zero scale): its volume is negligible against the
     product of its axis lengths."""
@@ -211,9 +190,12 @@ def solve_local(
     - an orientation and/or scale write rebuilds the upper 3x3 from the kept and the given components, so the prim's
       local matrix must have no shear (``WRITE_SHEAR`` otherwise). A world orientation ``q`` gives the local rotation
       ``diag(e, 1, 1) R(q) M^T`` (rows), ``M`` the parent's orthogonal part and ``e = det M``: exact under any
-      similarity parent, mirrors included. A world scale ``s`` gives the local scale ``(e s_x, s_y, s_z) / p``, ``p``
-      the parent's scale (the cube root of its volume): exact under a similarity parent. The local scale is kept
-      unless ``set_s``, the local rotation unless ``set_q``;
+      similarity parent, mirrors included. A world scale ``s`` gives the local scale ``s / p`` per axis, ``p`` the
+      parent's scale as :func:`decompose_matrix` reports it (axis lengths, ``e`` on x): under a similarity parent
+      that is ``(e s_x, s_y, s_z) / |p|``, exact whatever the local rotation; under a non-uniformly scaled parent
+      (Isaac Lab's ``local = world / parent``) exact when the local rotation maps each parent axis onto itself
+      (identity, half turns), otherwise the child's world matrix has shear and its axis lengths differ from ``s``.
+      The local scale is kept unless ``set_s``, the local rotation unless ``set_q``;
     - a world write needs an invertible parent world matrix (``WRITE_SINGULAR_PARENT`` otherwise).
     """
     status = int(WRITE_OK)
@@ -238,13 +220,9 @@ def solve_local(
                 rows = flip @ rows @ wp.transpose(m)
         if set_s != 0:
             scale = s
-            if in_world != 0:
-                p = wp.pow(wp.abs(wp.determinant(wp.mat33d(
-                    parent_world[0, 0], parent_world[0, 1], parent_world[0, 2],
-                    parent_world[1, 0], parent_world[1, 1], parent_world[1, 2],
-                    parent_world[2, 0], parent_world[2, 1], parent_world[2, 2],
-                ))), wp.float64(1.0) / wp.float64(3.0))  # fmt: skip
-                scale = wp.vec3d(e * s[0] / p, s[1] / p, s[2] / p)
+            if in_world != 0:  # per parent axis: its length (a mirror's sign on x, as decompose_matrix reports)
+                _pt, _pq, ps = decompose_matrix(parent_world)
+                scale = wp.vec3d(s[0] / ps[0], s[1] / ps[1], s[2] / ps[2])
         out = with_upper(local, scale, rows)
     if set_t != 0:
         if in_world != 0:
@@ -258,19 +236,7 @@ def solve_local(
     return out, status
 
 
-@wp.func
-def world_to_local(world: wp.mat44d, parent_world: wp.mat44d):
-    """Local matrix of a prim from its world matrix and its parent's world matrix."""
-    return world @ wp.inverse(parent_world)
-
-
-@wp.func
-def local_to_world(local: wp.mat44d, parent_world: wp.mat44d):
-    """World matrix of a prim from its local matrix and its parent's world matrix."""
-    return local @ parent_world
-
-
-@wp.kernel
+@wp.kernel(enable_backward=False)
 def decompose_matrices(
     # inputs
     mats: wp.array(dtype=wp.mat44d),
@@ -285,70 +251,3 @@ def decompose_matrices(
     pos_out[i] = wp.vec3f(t)
     quat_out[i] = wp.quatf(q)
     scale_out[i] = wp.vec3f(s)
-
-
-@wp.kernel
-def compose_matrices(
-    # inputs
-    pos: wp.array(dtype=wp.vec3f),
-    quat: wp.array(dtype=wp.quatf),
-    scale: wp.array(dtype=wp.vec3f),
-    # outputs
-    mats_out: wp.array(dtype=wp.mat44d),
-):
-    """Compose float32 position, xyzw quaternion and scale into float64 row-vector matrices."""
-    i = wp.tid()
-    mats_out[i] = compose_matrix(wp.vec3d(pos[i]), wp.quatd(quat[i]), wp.vec3d(scale[i]))
-
-
-@wp.kernel
-def replace_matrix_components(
-    # inputs
-    mats: wp.array(dtype=wp.mat44d),
-    set_pos: int,
-    pos: wp.array(dtype=wp.vec3f),
-    set_quat: int,
-    quat: wp.array(dtype=wp.quatf),
-    set_scale: int,
-    scale: wp.array(dtype=wp.vec3f),
-    # outputs
-    mats_out: wp.array(dtype=wp.mat44d),
-):
-    """Replace the flagged components of each matrix (unflagged inputs may be empty arrays)."""
-    i = wp.tid()
-    t = wp.vec3f()
-    q = wp.quatf()
-    s = wp.vec3f()
-    if set_pos != 0:
-        t = pos[i]
-    if set_quat != 0:
-        q = quat[i]
-    if set_scale != 0:
-        s = scale[i]
-    mats_out[i] = replace_components(mats[i], set_pos, t, set_quat, q, set_scale, s)
-
-
-@wp.kernel
-def world_to_local_matrices(
-    # inputs
-    world: wp.array(dtype=wp.mat44d),
-    parent_world: wp.array(dtype=wp.mat44d),
-    # outputs
-    local_out: wp.array(dtype=wp.mat44d),
-):
-    """``local_out[i] = world[i] @ inverse(parent_world[i])``."""
-    i = wp.tid()
-    local_out[i] = world_to_local(world[i], parent_world[i])
-
-
-@wp.kernel
-def local_to_world_matrices(
-    # inputs
-    local: wp.array(dtype=wp.mat44d),
-    parent_world: wp.array(dtype=wp.mat44d),
-    # outputs
-    world_out: wp.array(dtype=wp.mat44d),
-):
-    """``world_out[i] = local[i] @ parent_world[i]``."""
-    i = wp.tid()
-    world_out[i] = local_to_world(local[i], parent_world[i])
