@@ -31,6 +31,7 @@ from ._rows import (
     split_status,
 )
 from .visibility import VisibilityMixin
+from .writers import WriterScopesMixin
 
 __all__ = ["BaseFrameView"]
 
@@ -148,7 +149,7 @@ def _is_torch_tensor(value: Any) -> bool:
     return torch is not None and isinstance(value, torch.Tensor)
 
 
-class BaseFrameView(VisibilityMixin, abc.ABC):
+class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
     """A fixed set of prims whose world and local poses are read and written in bulk.
 
     Subclasses implement the ``_read_*`` / ``_write_*`` hooks; this class validates every argument once, at the
@@ -283,6 +284,7 @@ class BaseFrameView(VisibilityMixin, abc.ABC):
         return self._get_scales("local", indices, mask)
 
     def _get_poses(self, space: str, indices: IndicesLike, mask: MaskLike) -> tuple[wp.array, wp.array]:
+        self._check_no_writer()
         rows = self._prepare(indices, mask)
         pos = self._outputs(f"{space}_pos", wp.vec3f, rows.count)
         quat = self._outputs(f"{space}_quat", wp.quatf, rows.count)
@@ -310,6 +312,7 @@ class BaseFrameView(VisibilityMixin, abc.ABC):
         rotated = getattr(self, "_read_world_poses_rotated", None)
         if rotated is None:
             return None
+        self._check_no_writer()
         rows = self._prepare(indices)
         pos = self._outputs("rotated_pos", wp.vec3f, rows.count)
         quat = self._outputs("rotated_quat", wp.quatf, rows.count)
@@ -320,6 +323,7 @@ class BaseFrameView(VisibilityMixin, abc.ABC):
         return pos, quat
 
     def _get_scales(self, space: str, indices: IndicesLike, mask: MaskLike) -> wp.array:
+        self._check_no_writer()
         rows = self._prepare(indices, mask)
         out = self._outputs(f"{space}_scale", wp.vec3f, rows.count)
         if rows.count == 0:
@@ -396,6 +400,7 @@ class BaseFrameView(VisibilityMixin, abc.ABC):
         self._set("scale", indices, mask, (scales, "scales", wp.vec3f))
 
     def _set(self, what: str, indices: IndicesLike, mask: MaskLike, *values: tuple[Any, str, type]) -> None:
+        self._check_no_writer()
         rows = self._prepare(indices, mask, write=True)
         select = None
         if rows.kind == MASK and not self._device_rows:
@@ -806,7 +811,12 @@ class BaseFrameView(VisibilityMixin, abc.ABC):
         return value, from_host
 
 
-_FIRST_ARGUMENT = {"set_world": "positions", "set_local": "translations", "set_local_scales": "scales"}
+_FIRST_ARGUMENT = {
+    "set_world": "positions",
+    "set_local": "translations",
+    "set_local_scales": "scales",
+    "set_world_scales": "scales",
+}
 """The non-orientation argument of each setter, named in device-side value errors."""
 
 
