@@ -121,7 +121,7 @@ def test_tags_are_usdrt_attributes_and_close_removes_them(standin: StandinRuntim
     assert standin.calls["Prim.CreateAttribute"] == 3 + 3
     view.close()
     for path in [*view.prim_paths, *robots]:
-        assert fabric.attribute_names(path) == sorted([LOCAL_MATRIX, WORLD_MATRIX])
+        assert fabric.attribute_names(path) == sorted([LOCAL_MATRIX, WORLD_MATRIX, "visibility", "_worldVisibility"])
     assert standin.calls["Prim.RemoveProperty"] == 3 + 3
     view.close()  # idempotent
     assert standin.calls["Prim.RemoveProperty"] == 3 + 3

@@ -11,8 +11,10 @@ bucketed Fabric store of its own (Warp arrays on one device), populated from the
 - Prims exist where the pxr stage has a prim that ``Usd.PrimDefaultPredicate`` accepts (active, defined, loaded,
   non-abstract). With ``fabric_scene_delegate=True`` (the default, Kit 105.2+ with the Fabric Scene Delegate) every
   ``UsdGeom.Imageable`` prim carries ``omni:fabric:localMatrix`` and ``omni:fabric:worldMatrix`` (matrix4d,
-  row-vector, from USD) from the moment the stage is attached, and ``omni:fabric:resetXformStack`` (bool) where USD
-  resets the stack. With ``False`` prims carry no Fabric attributes until someone creates them.
+  row-vector, from USD) from the moment the stage is attached, ``omni:fabric:resetXformStack`` (bool) where USD
+  resets the stack, and ``visibility`` (token, USD's opinion) and ``_worldVisibility`` (bool, USD's computed
+  visibility), as ovstage's population gives them. With ``False`` prims carry no Fabric attributes until someone
+  creates them. Tokens are stored as ids (``uint64``); ``Get`` returns the token's text, ``Set`` takes it.
 - Attributes live in buckets keyed by the prim's attribute set: creating or removing one moves the prim to another
   bucket, which reallocates both buckets' columns (other prims' slots and pointers change).
 - ``SelectPrims(require_attrs=[(type, name, access), ...], device=..., want_paths=...)`` spans every non-empty
@@ -60,6 +62,8 @@ __all__ = ["StandinRuntime", "installed", "make_module"]
 WORLD_MATRIX = "omni:fabric:worldMatrix"
 LOCAL_MATRIX = "omni:fabric:localMatrix"
 RESET_XFORM_STACK = "omni:fabric:resetXformStack"
+VISIBILITY = "visibility"
+WORLD_VISIBILITY = "_worldVisibility"
 
 # value type name -> (Warp dtype, Warp Fabric-interface type tuple: (usable, base type, elements, array depth, role))
 _TYPES: dict[str, tuple[Any, tuple]] = {
@@ -70,7 +74,20 @@ _TYPES: dict[str, tuple[Any, tuple]] = {
     "double3": (wp.vec3d, (True, "f8", 3, 0, "")),
     "float3": (wp.vec3f, (True, "f4", 3, 0, "")),
     "quatf": (wp.quatf, (True, "f4", 4, 0, "quat")),
+    "token": (wp.uint64, (True, "u8", 1, 0, "")),  # a token id (Fabric's TokenC): see _token_id
 }
+
+_TOKEN_NAMES: list[str] = []
+_TOKEN_IDS: dict[str, int] = {}
+
+
+def _token_id(name: str) -> int:
+    """The id of a token (interned on first use, like Fabric's token table)."""
+    tok = _TOKEN_IDS.get(name)
+    if tok is None:
+        tok = _TOKEN_IDS[name] = len(_TOKEN_NAMES)
+        _TOKEN_NAMES.append(name)
+    return tok
 
 
 # ---------------------------------------------------------------- value types (usdrt.Sdf, usdrt.Gf)
@@ -264,6 +281,10 @@ class FabricStore:
         if prim.IsA(UsdGeom.Xformable) and xformable.GetResetXformStack():
             values[RESET_XFORM_STACK] = np.array(True)
             types_[RESET_XFORM_STACK] = "bool"
+        imageable = UsdGeom.Imageable(prim)
+        values[VISIBILITY] = np.array(_token_id(str(imageable.GetVisibilityAttr().Get())), dtype=np.uint64)
+        values[WORLD_VISIBILITY] = np.array(imageable.ComputeVisibility() != UsdGeom.Tokens.invisible)
+        types_[VISIBILITY], types_[WORLD_VISIBILITY] = "token", "bool"
         self._place(path, types_, values)
 
     def _place(self, path: str, types_: dict[str, str], values: dict[str, np.ndarray]) -> None:
@@ -318,11 +339,15 @@ class FabricStore:
             return int(value)
         if type_name == "bool":
             return bool(value)
+        if type_name == "token":
+            return _TOKEN_NAMES[int(value)]
         return tuple(float(v) for v in np.ravel(value))
 
     def set(self, path: str, name: str, value: Any) -> None:
         bucket, row = self._where[path]
         col = bucket.columns[name]
+        if bucket.types[name] == "token":
+            value = _token_id(str(value))
         host = np.array(value, dtype=col.numpy().dtype).reshape((1, *col.numpy().shape[1:]))
         wp.copy(col, wp.array(host, dtype=col.dtype, device=self.device), dest_offset=row, count=1)
 
@@ -668,7 +693,7 @@ def make_module(runtime: StandinRuntime) -> types.ModuleType:
     module = types.ModuleType("usdrt", "frameview's CI stand-in for Kit's usdrt (tests/fakes/usdrt_standin.py)")
     module.__spec__ = importlib.machinery.ModuleSpec("usdrt", None)  # importlib.util.find_spec needs one
     module.standin = runtime
-    names = ("Matrix4d", "UInt", "Int", "Bool", "Double3", "Float3", "Quatf")
+    names = ("Matrix4d", "UInt", "Int", "Bool", "Double3", "Float3", "Quatf", "Token")
     value_types = types.SimpleNamespace(**{n: ValueTypeName(n.lower()) for n in names})
     module.Sdf = types.SimpleNamespace(ValueTypeNames=value_types, ValueTypeName=ValueTypeName, Path=Path)
     module.Gf = types.SimpleNamespace(Matrix4d=Matrix4d)

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from ..visibility import NO_OPINION, VISIBLE, PxrVisibilityTree, compute_visibility, plan_visibility
 from .follow import FollowPlan
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 
@@ -266,6 +267,10 @@ class MemoryFabricStage:
         self._pending_resync: set[str] = set()
         self._pending_info: set[str] = set()
         self._lost: dict[str, str] = {}  # path -> why it left the model (error messages only)
+        self._vis_written: dict[str, int] = {}  # visibility opinions written in Fabric (path -> VISIBLE/INVISIBLE)
+        self._vis_listener: Any = None  # follows USD visibility edits once Fabric holds its own opinions
+        self._vis_stale: set[str] = set()  # prims whose USD visibility changed since the last visibility call
+        self._vis_stale_trees: set[str] = set()  # roots of structural USD changes since then
 
     # ------------------------------------------------------------------ construction
 
@@ -649,6 +654,63 @@ class MemoryFabricStage:
         if below.size:
             self._update_world(np.setdiff1d(below, written, assume_unique=False))
 
+    # -- visibility (host path, see frameview.visibility)
+
+    def visibility(self, paths: Sequence[str]) -> np.ndarray:
+        """Computed visibility from the Fabric ``visibility`` opinions of the prims and their ancestors.
+
+        The model holds the opinions written through it; every other prim's opinion is the USD stage's, read when
+        asked (so the model needs no copy of every prim's opinion, and USD edits show at once)."""
+        self._sync_visibility()
+        return compute_visibility(self._visibility_tree(), [str(p) for p in paths])
+
+    def set_visibility(self, paths: Sequence[str], visible: np.ndarray) -> None:
+        """Write ``visibility`` opinions in the model (never USD). A later USD edit of a prim's ``visibility`` (or a
+        structural change at or above it) replaces what the model wrote for that prim, as an xformOp edit replaces
+        a Fabric pose write."""
+        self._sync_visibility()
+        changes = plan_visibility(self._visibility_tree(), [str(p) for p in paths], np.asarray(visible, dtype=bool))
+        self._vis_written.update(changes)
+        stage = self._stage_ref() if self._stage_ref is not None else None
+        if changes and self._vis_listener is None and stage is not None:
+            from pxr import Tf, Usd
+
+            self._vis_listener = Tf.Notice.Register(Usd.Notice.ObjectsChanged, self._on_visibility_edits, stage)
+
+    def _visibility_tree(self) -> Any:
+        stage = self._stage_ref() if self._stage_ref is not None else None
+        if stage is not None:
+            return PxrVisibilityTree(stage, self._vis_written)
+        return _ModelVisibilityTree(self)
+
+    def _on_visibility_edits(self, notice: Any, sender: Any) -> None:
+        """Queue the USD edits that replace opinions the model wrote: ``visibility`` authored on a prim, and
+        structural changes (prims removed or re-created). Poses are not touched (``_on_objects_changed`` owns them)."""
+        for p in notice.GetResyncedPaths():
+            if p.IsPropertyPath():
+                if p.name == "visibility":
+                    self._vis_stale.add(str(p.GetPrimPath()))
+            else:
+                fields = set(notice.GetChangedFields(p))
+                if not fields or not fields <= _NON_STRUCTURAL_FIELDS:
+                    self._vis_stale_trees.add(str(p))
+        for p in notice.GetChangedInfoOnlyPaths():
+            if p.IsPropertyPath() and p.name == "visibility":
+                self._vis_stale.add(str(p.GetPrimPath()))
+
+    def _sync_visibility(self) -> None:
+        """Drop the written opinions that USD edits replaced since the last visibility call."""
+        written = self._vis_written
+        for path in self._vis_stale:
+            written.pop(path, None)
+        self._vis_stale = set()
+        if self._vis_stale_trees:
+            roots = _outermost(self._vis_stale_trees)
+            self._vis_stale_trees = set()
+            prefixes = tuple(r.rstrip("/") + "/" for r in roots)
+            for path in [p for p in written if p in roots or p.startswith(prefixes)]:
+                del written[path]
+
     # -- device hierarchy update for views (see frameview.fabric.follow)
 
     def follow_plan(self, paths: tuple[str, ...]) -> FollowPlan:
@@ -925,6 +987,28 @@ class MemoryFabricStage:
         if self._listener is not None:
             self._listener.Revoke()
             self._listener = None
+        if self._vis_listener is not None:
+            self._vis_listener.Revoke()
+            self._vis_listener = None
+
+
+class _ModelVisibilityTree:
+    """Visibility over a model built without USD (:meth:`MemoryFabricStage.from_arrays`): its prims and its own
+    opinions (no opinion: visible)."""
+
+    def __init__(self, model: MemoryFabricStage) -> None:
+        self._model = model
+
+    def opinions(self, paths: Sequence[str]) -> np.ndarray:
+        written = self._model._vis_written
+        out = np.full(len(paths), NO_OPINION, dtype=np.int8)
+        for i, path in enumerate(paths):
+            own = written.get(path)
+            out[i] = own if own is not None else VISIBLE if self._model.has_prim(path) else NO_OPINION
+        return out
+
+    def children(self, paths: Sequence[str]) -> list[list[str]]:
+        return [[f"{path}/{name}" for name in self._model.child_names(path)] for path in paths]
 
 
 _NON_STRUCTURAL_FIELDS = frozenset(

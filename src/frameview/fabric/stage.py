@@ -112,6 +112,20 @@ class FabricStage(Protocol):
         """
         ...
 
+    def visibility(self, paths: Sequence[str]) -> np.ndarray:
+        """Computed visibility of many prims, ``(n,)`` bool, in one batched host call: False where the prim or an
+        ancestor holds the ``visibility`` opinion ``invisible`` in Fabric (see :mod:`frameview.visibility`)."""
+        ...
+
+    def set_visibility(self, paths: Sequence[str], visible: np.ndarray) -> None:
+        """Make prims visible or invisible in Fabric (never in USD), with ``MakeVisible`` / ``MakeInvisible``
+        semantics (:func:`frameview.visibility.plan_visibility`), in one batched host call. Providers whose Fabric
+        holds the computed ``_worldVisibility`` bring it up to date under every prim whose opinion changed.
+
+        A host path (tools, reset-time randomisation), not the reset hot path.
+        """
+        ...
+
     def propagate_world(self, selection: FabricSelection, slots: wp.array) -> None:
         """After a writer set consistent local and world matrices at ``slots`` of ``selection``, bring the
         world matrices of their descendants up to date.

@@ -34,6 +34,17 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from ..visibility import (
+    INVISIBLE,
+    NO_OPINION,
+    TOKENS,
+    VISIBILITY_ATTR,
+    VISIBLE,
+    WORLD_VISIBILITY_ATTR,
+    compute_visibility,
+    plan_visibility,
+    subtree_visibility,
+)
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 
 __all__ = ["UsdrtFabricStage", "UsdrtSelection", "attach"]
@@ -254,6 +265,35 @@ class UsdrtFabricStage:
             else:
                 stack.extend((grandchild, parent_world) for grandchild in child.GetChildren())
 
+    # ---------------------------------------------------------------- visibility (host path)
+
+    def visibility(self, paths: Sequence[str]) -> np.ndarray:
+        """Computed visibility from the Fabric ``visibility`` tokens of the prims and their ancestors."""
+        with self.lock:
+            return compute_visibility(_UsdrtVisibilityTree(self), [str(p) for p in paths])
+
+    def set_visibility(self, paths: Sequence[str], visible: np.ndarray) -> None:
+        """Set the planned ``visibility`` tokens in Fabric (created where absent), then ``_worldVisibility`` (what
+        Kit's renderer reads) on every prim under them that carries it; one call per prim (usdrt has no batched
+        authoring). USD is not touched."""
+        with self.lock:
+            changes = plan_visibility(_UsdrtVisibilityTree(self), [str(p) for p in paths], visible)
+            if not changes:
+                return
+            world = subtree_visibility(_UsdrtVisibilityTree(self, changes), list(changes))
+            token = _usdrt().Sdf.ValueTypeNames.Token
+            for path, opinion in changes.items():
+                prim = self._prim(path)
+                if prim is None:
+                    continue
+                attr = (prim.GetAttribute(VISIBILITY_ATTR) if prim.HasAttribute(VISIBILITY_ATTR)
+                        else prim.CreateAttribute(VISIBILITY_ATTR, token, False))  # fmt: skip
+                attr.Set(TOKENS[opinion])
+            for path, vis in world.items():
+                prim = self._prim(path)
+                if prim is not None and prim.HasAttribute(WORLD_VISIBILITY_ATTR):
+                    prim.GetAttribute(WORLD_VISIBILITY_ATTR).Set(bool(vis))
+
     # ---------------------------------------------------------------- PrimTree
 
     def has_prim(self, path: str) -> bool:
@@ -264,6 +304,37 @@ class UsdrtFabricStage:
         with self.lock:
             prim = self.rt_stage.GetPseudoRoot() if path == "/" else self._prim(path)
             return [] if prim is None else [str(c.GetName()) for c in prim.GetChildren()]
+
+
+class _UsdrtVisibilityTree:
+    """:class:`frameview.visibility.VisibilityTree` over usdrt: Imageable prims take part; a prim without a Fabric
+    ``visibility`` attribute has no authored opinion (``inherited``); ``overrides`` replace opinions."""
+
+    def __init__(self, provider: UsdrtFabricStage, overrides: dict[str, int] | None = None) -> None:
+        self._provider = provider
+        self._overrides = overrides or {}
+        self._imageable = _usdrt().UsdGeom.Imageable
+
+    def opinions(self, paths: Sequence[str]) -> np.ndarray:
+        out = np.full(len(paths), NO_OPINION, dtype=np.int8)
+        for i, path in enumerate(paths):
+            own = self._overrides.get(path)
+            if own is not None:
+                out[i] = own
+                continue
+            prim = self._provider._prim(path)
+            if prim is None or not prim.IsA(self._imageable):
+                continue
+            token = prim.GetAttribute(VISIBILITY_ATTR).Get() if prim.HasAttribute(VISIBILITY_ATTR) else None
+            out[i] = INVISIBLE if token is not None and str(token) == TOKENS[INVISIBLE] else VISIBLE
+        return out
+
+    def children(self, paths: Sequence[str]) -> list[list[str]]:
+        out = []
+        for path in paths:
+            prim = self._provider._prim(path)
+            out.append([str(c.GetPath()) for c in prim.GetChildren()] if prim is not None else [])
+        return out
 
 
 _LOCKS: dict[int, threading.RLock] = {}

@@ -868,6 +868,30 @@ class FabricFrameView(BaseFrameView):
     def _write_local_scales(self, rows: Rows, scales: wp.array) -> None:
         self._write(rows, in_world=False, scale=scales)
 
+    # ---------------------------------------------------------------- visibility (host path, see frameview.visibility)
+
+    def _read_visibility(self, rows: np.ndarray | None) -> np.ndarray:
+        with self._fabric.lock:
+            paths = self._live_visibility_paths(rows)
+            return np.asarray(self._fabric.visibility(paths), dtype=bool)
+
+    def _write_visibility(self, rows: np.ndarray | None, visible: np.ndarray) -> None:
+        with self._fabric.lock:
+            self._fabric.set_visibility(self._live_visibility_paths(rows), visible)
+
+    def _live_visibility_paths(self, rows: np.ndarray | None) -> list[str]:
+        """The paths of view prims ``rows``; ``RuntimeError`` (recreate the view) when the stage or a prim is gone."""
+        if not self._fabric.is_alive():
+            raise RuntimeError(f"{self!r}: its stage was released; create the view again on a live stage")
+        paths = self._visibility_paths(rows)
+        missing = self._fabric.missing_prims(paths)
+        if missing:
+            reason = getattr(self._fabric, "lost_reason", lambda _path: None)
+            named = ", ".join(f"{p!r} ({reason(p) or 'no longer in Fabric'})" for p in missing[:3])
+            raise RuntimeError(f"{self!r}: {len(missing)} of its prims left Fabric since it was created: {named}; "
+                               "recreate the view")  # fmt: skip
+        return paths
+
     # ---------------------------------------------------------------- lifecycle
 
     def _release(self) -> None:
