@@ -29,6 +29,9 @@ _LAZY_IMPORTS: dict[str, str] = {
     "SceneDataProvider": ".scene_data.provider",
     "CameraPoses": ".camera",
     "convert_camera_orientations": ".camera",
+    "XformSpaceWriter": ".writers",
+    "XformWorldSpaceWriter": ".writers",
+    "XformLocalSpaceWriter": ".writers",
 }
 
 __all__ = ["__version__", *sorted(_LAZY_IMPORTS)]
@@ -56,3 +59,4 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see the real names
     from .scene_data.mapping import create_mapping
     from .scene_data.provider import SceneDataProvider
     from .usd import UsdFrameView
+    from .writers import XformLocalSpaceWriter, XformSpaceWriter, XformWorldSpaceWriter

@@ -52,3 +52,19 @@ def mapping_and_registry() -> None:
     names = fv.available_backends()
     assert_type(names, list[str])
     assert_type(fv.__version__, str)
+
+
+def writer_scopes(view: fv.BaseFrameView, env_ids: wp.array) -> None:
+    with view.xform_world_space_writer() as w:
+        assert_type(w, fv.XformWorldSpaceWriter)
+        w.set_poses(positions=None, orientations=None, indices=env_ids)
+        w.set_scales(wp.zeros(2, dtype=wp.vec3f), indices=env_ids)
+        pos, _quat = w.get_poses(indices=env_ids)
+        assert_type(pos, wp.array)
+        assert_type(w.get_scales(), wp.array)
+    with view.xform_local_space_writer() as lw:
+        assert_type(lw, fv.XformLocalSpaceWriter)
+        assert_type(lw.space, str)
+    view.set_world_scales(wp.zeros(2, dtype=wp.vec3f), indices=env_ids)
+    view.set_scales(wp.zeros(2, dtype=wp.vec3f))
+    assert_type(view.get_scales(), wp.array)
