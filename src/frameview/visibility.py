@@ -341,7 +341,7 @@ class VisibilityMixin:
 
 def _visible_to_numpy(visible: Any, count: int) -> np.ndarray:
     """``visible`` as an (count,) bool NumPy array, or a clear error naming the argument."""
-    expected = f"a bool or an ({count},) boolean array"
+    expected = f"a bool or a boolean array of shape ({count},)"
     if visible is None:
         raise ValueError(f"visible: expected {expected}, got None")
     if isinstance(visible, (bool, np.bool_)):

@@ -68,3 +68,10 @@ def writer_scopes(view: fv.BaseFrameView, env_ids: wp.array) -> None:
     view.set_world_scales(wp.zeros(2, dtype=wp.vec3f), indices=env_ids)
     view.set_scales(wp.zeros(2, dtype=wp.vec3f))
     assert_type(view.get_scales(), wp.array)
+
+
+def visibility(view: fv.BaseFrameView, env_ids: wp.array) -> None:
+    vis = view.get_visibility(indices=env_ids)
+    assert_type(vis, wp.array)
+    view.set_visibility(vis, indices=env_ids)
+    view.set_visibility(False)

@@ -53,17 +53,7 @@ from ovstage import (
     Scope,
 )
 
-from ..visibility import (
-    INVISIBLE,
-    NO_OPINION,
-    TOKENS,
-    VISIBILITY_ATTR,
-    VISIBLE,
-    WORLD_VISIBILITY_ATTR,
-    compute_visibility,
-    plan_visibility,
-    subtree_visibility,
-)
+from ..visibility import INVISIBLE, NO_OPINION, TOKENS, VISIBILITY_ATTR, VISIBLE, compute_visibility
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 
 __all__ = ["OvstageFabricStage", "OvstageSelection", "attach"]
@@ -669,35 +659,20 @@ class OvstageFabricStage:
             return compute_visibility(_OvstageVisibilityTree(self), [str(p) for p in paths])
 
     def set_visibility(self, paths: Sequence[str], visible: np.ndarray) -> None:
-        """Write the planned ``visibility`` tokens (``semantic=TOKEN_ID``) and, where prims carry it, the computed
-        ``_worldVisibility`` of every prim under them (ovstage does not derive it from the tokens), at one ordinal,
-        sealed. Everything is read before anything is written."""
-        with self.lock:
-            self._check_alive()
-            changes = plan_visibility(_OvstageVisibilityTree(self), [str(p) for p in paths], visible)
-            if not changes:
-                return
-            changed = list(changes)
-            world = subtree_visibility(_OvstageVisibilityTree(self, changes), changed)
-            below = list(world)
-            with self._core.pd.create_path_list_from_strings(below) as plist:
-                carriers = self._rows(plist, [WORLD_VISIBILITY_ATTR])[WORLD_VISIBILITY_ATTR][0]
-            core = self._core
-            core.release_pinned()
-            vis_tok, world_tok = core.token(VISIBILITY_ATTR), core.token(WORLD_VISIBILITY_ATTR)
-            ordinal = core.next_ordinal([vis_tok, world_tok])
-            tokens = np.array([core.token(TOKENS[changes[p]]) for p in changed], dtype=np.uint64)
-            self._write_rows(changed, vis_tok, ordinal, tokens, semantic=AttributeSemantic.TOKEN_ID)
-            if carriers.size:
-                targets = [below[i] for i in np.sort(carriers).tolist()]
-                self._write_rows(targets, world_tok, ordinal, np.array([world[p] for p in targets], dtype=bool))
-            core.seal(ordinal, [vis_tok, world_tok])
+        """Not available on ovstage 0.3: raises ``NotImplementedError`` (reads work, see :meth:`visibility`).
 
-    def _write_rows(self, paths: list[str], tok: int, ordinal: int, values: np.ndarray, **kwargs: Any) -> None:
-        """One value per existing prim of ``paths`` (unsealed: the caller seals)."""
-        core = self._core
-        with core.pd.create_path_list_from_strings(paths) as plist, core.stage.query_from_path_list(plist) as query:
-            core.stage.write_attribute(query, tok, ordinal, values, is_array=False, **kwargs).wait()
+        A visibility write must list prims' children: to hide the other children of an invisible ancestor it makes
+        visible, and to bring ``_worldVisibility`` up to date under every prim whose opinion changed (ovstage does
+        not derive it from the tokens). ovstage 0.3's ``get_hierarchy(CHILDREN / SIBLINGS)`` forgets the children
+        of a prim once an attribute was written to it after population (frameview's own tags are such writes), so
+        those lists would be silently incomplete; a stage-wide listing instead would make every write O(stage).
+        """
+        raise NotImplementedError(
+            "set_visibility: the ovstage provider cannot write visibility (ovstage 0.3's hierarchy queries lose the "
+            "children of prims written after population, and a write must list them); author visibility in USD "
+            "before ovstage.population opens the stage, or use fabric_provider='memory' on the pxr stage (or the "
+            "usd backend) to change visibility at run time"
+        )
 
     # ---------------------------------------------------------------- PrimTree (pattern resolution)
 
@@ -771,12 +746,11 @@ def _worlds_match(core: _StageCore, selection: OvstageSelection, written: np.nda
 
 
 class _OvstageVisibilityTree:
-    """:class:`frameview.visibility.VisibilityTree` over ovstage: a prim takes part in visibility when it carries the
-    ``visibility`` token (ovstage's population gives it to every Imageable prim); ``overrides`` replace opinions."""
+    """The reading half of :class:`frameview.visibility.VisibilityTree` over ovstage: the ``visibility`` tokens, read
+    in one batch (ovstage's population gives the token to every Imageable prim, and to typeless prims)."""
 
-    def __init__(self, provider: OvstageFabricStage, overrides: dict[str, int] | None = None) -> None:
+    def __init__(self, provider: OvstageFabricStage) -> None:
         self._provider = provider
-        self._overrides = overrides or {}
 
     def opinions(self, paths: Sequence[str]) -> np.ndarray:
         out = np.full(len(paths), NO_OPINION, dtype=np.int8)
@@ -788,19 +762,10 @@ class _OvstageVisibilityTree:
             if pos.size:
                 invisible = np.uint64(core.token(TOKENS[INVISIBLE]))
                 out[pos] = np.where(np.asarray(data).reshape(pos.size) == invisible, INVISIBLE, VISIBLE)
-        for i, path in enumerate(paths):
-            own = self._overrides.get(path)
-            if own is not None:
-                out[i] = own
         return out
 
     def children(self, paths: Sequence[str]) -> list[list[str]]:
-        if not paths:
-            return []
-        core = self._provider._core
-        with core.pd.create_path_list_from_strings(list(paths)) as plist:
-            items = core.stage.get_hierarchy(plist, 0, HierarchyRelation.CHILDREN).items
-        return [list(item.paths) if item.status == _STATUS_OK else [] for item in items]
+        raise NotImplementedError("ovstage 0.3's hierarchy queries cannot list children reliably after writes")
 
 
 def _parent_path(path: str) -> str | None:
