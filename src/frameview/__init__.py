@@ -32,6 +32,9 @@ _LAZY_IMPORTS: dict[str, str] = {
     "XformSpaceWriter": ".writers",
     "XformWorldSpaceWriter": ".writers",
     "XformLocalSpaceWriter": ".writers",
+    "all_gather_poses": ".distributed",
+    "GatheredPoses": ".distributed",
+    "rank_device": ".distributed",
 }
 
 __all__ = ["__version__", *sorted(_LAZY_IMPORTS)]
@@ -54,6 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see the real names
     from .base import BaseFrameView
     from .camera import CameraPoses, convert_camera_orientations
     from .config import FrameViewCfg, available_backends, make_frame_view, register_backend
+    from .distributed import GatheredPoses, all_gather_poses, rank_device
     from .fabric.view import FabricFrameView
     from .paths import PrimTree, resolve_prim_paths
     from .scene_data.mapping import create_mapping

@@ -38,7 +38,7 @@ class FrameViewCfg:
 
     Attributes:
         prim_path: A path, a regex pattern per path component (``/World/envs/env_.*/Camera``), or a list of them.
-        backend: A registered backend name (:func:`available_backends`): ``"usd"``, ``"fabric"``, ...
+        backend: A registered backend name (:func:`available_backends`): ``"usd"``, ``"fabric"``, ``"newton"``...
         device: Warp device of the returned arrays: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``. :meth:`validate` checks
             that a CUDA device is visible before any stage work (``"no CUDA device is visible; use device='cpu'"``).
         fabric_provider: For the Fabric backend: ``"auto"``, ``"memory"``, ``"ovstage"`` or ``"usdrt"``.
@@ -119,19 +119,44 @@ def check_device(device: object, what: str = "device") -> None:
         raise ValueError(f"{what}={device!r}: no such CUDA device; visible: {visible} (or use device='cpu')")
 
 
+def _reject_options(backend: str, options: Mapping[str, Any], accepted: tuple[str, ...]) -> None:
+    """A clear TypeError for arguments another backend takes (``model=``/``state=`` are the newton backend's)."""
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise TypeError(
+            f"make_frame_view: backend {backend!r} takes no argument(s) {unknown} (backend-specific arguments, such "
+            f"as newton's model= and state=, go to their own backend); it accepts {list(accepted) or 'none'}"
+        )
+
+
 def _usd_factory(prim_path: str | Sequence[str], *, stage: Any, device: str, **options: Any) -> Any:
     from .usd import UsdFrameView
 
+    _reject_options("usd", options, ())
     return UsdFrameView(prim_path, stage=stage, device=device, **options)
 
 
 def _fabric_factory(prim_path: str | Sequence[str], *, stage: Any, device: str, **options: Any) -> Any:
     from .fabric.view import FabricFrameView
 
+    _reject_options("fabric", options, ("fabric_provider",))
     return FabricFrameView(prim_path, stage=stage, device=device, **options)
 
 
-_REGISTRY: dict[str, BackendFactory] = {"usd": _usd_factory, "fabric": _fabric_factory}
+def _newton_factory(prim_path: str | Sequence[str], *, stage: Any, device: str, **options: Any) -> Any:
+    missing = [name for name in ("model", "state") if name not in options]
+    if missing:
+        raise TypeError(
+            f"make_frame_view: backend 'newton' needs {' and '.join(missing)}: "
+            "make_frame_view(cfg, stage, model=model, state=lambda: current_state)"
+        )
+    from .newton import NewtonFrameView
+
+    _reject_options("newton", options, ("model", "state"))
+    return NewtonFrameView(prim_path, stage=stage, device=device, **options)
+
+
+_REGISTRY: dict[str, BackendFactory] = {"usd": _usd_factory, "fabric": _fabric_factory, "newton": _newton_factory}
 _ENTRY_POINTS_LOADED = False
 _LOCK = threading.Lock()
 
@@ -172,12 +197,15 @@ def available_backends() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def make_frame_view(cfg: FrameViewCfg | Mapping[str, Any], stage: Any) -> BaseFrameView:
+def make_frame_view(cfg: FrameViewCfg | Mapping[str, Any], stage: Any, **backend_args: Any) -> BaseFrameView:
     """Build the FrameView a config asks for.
 
     Args:
         cfg: A :class:`FrameViewCfg` or a plain dict of its fields.
         stage: A pxr ``Usd.Stage``, an ``ovstage.Stage`` or a usdrt stage.
+        backend_args: Objects for the backend's constructor that a config cannot carry, added to ``cfg.options``:
+            ``model=`` and ``state=`` for ``"newton"``. A backend given arguments it does not take raises
+            ``TypeError`` naming them.
 
     Returns:
         The view (a :class:`frameview.BaseFrameView`).
@@ -189,7 +217,7 @@ def make_frame_view(cfg: FrameViewCfg | Mapping[str, Any], stage: Any) -> BaseFr
     if not isinstance(cfg, FrameViewCfg):
         cfg = FrameViewCfg.from_dict(cfg)
     cfg.validate()
-    options = dict(cfg.options)
+    options = {**cfg.options, **backend_args}
     if cfg.backend == "fabric":
         options.setdefault("fabric_provider", cfg.fabric_provider)
     factory = _REGISTRY[cfg.backend]

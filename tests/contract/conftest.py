@@ -52,11 +52,20 @@ def make_usdrt_view(prim_path: str | Sequence[str], stage: Any, device: str) -> 
     return fv.FabricFrameView(prim_path, stage=stage, device=device, fabric_provider="usdrt")
 
 
+def make_newton_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv.BaseFrameView:
+    """The Newton backend: the stage's env prims become bodies of a tiny Newton model (one per stage), the viewed
+    prims ride on them (tests/newton_helpers.py)."""
+    from newton_helpers import contract_newton_view
+
+    return contract_newton_view(prim_path, stage, device)
+
+
 BACKENDS: dict[str, Callable[[str | Sequence[str], Any, str], fv.BaseFrameView]] = {
     "usd": make_usd_view,
     "fabric": make_fabric_view,
     "ovstage": make_ovstage_view,
     "usdrt": make_usdrt_view,
+    "newton": make_newton_view,
 }
 
 

@@ -75,3 +75,14 @@ def visibility(view: fv.BaseFrameView, env_ids: wp.array) -> None:
     assert_type(vis, wp.array)
     view.set_visibility(vis, indices=env_ids)
     view.set_visibility(False)
+
+
+def gather_across_ranks(cams: fv.FabricFrameView) -> None:
+    assert_type(fv.rank_device(), str)
+    gathered = fv.all_gather_poses(cams)
+    assert_type(gathered, fv.GatheredPoses | None)
+    if gathered is not None:
+        assert_type(gathered.counts, tuple[int, ...])
+        assert_type(gathered.offsets, tuple[int, ...])
+        for _pos, _quat in gathered.per_rank():
+            pass

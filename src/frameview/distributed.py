@@ -1,0 +1,297 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Poses across processes: one simulation per GPU, one process per GPU, joined by ``torch.distributed``.
+
+Each rank builds its own views on its own device (:func:`rank_device`), reads and writes its own envs, and gathers
+poses from every rank only where something needs them all (a logger, a global camera, an evaluation):
+:func:`all_gather_poses`. Nothing here runs at ``import frameview``: this module (and torch) load when one of its
+names is first touched. It runs on the CPU with the ``gloo`` backend and on GPUs with ``nccl``.
+
+Example (launched with ``torchrun --nproc-per-node 2 script.py``)::
+
+    import torch, torch.distributed as dist
+    import frameview as fv
+
+    device = fv.rank_device()                       # "cuda:<LOCAL_RANK>", or "cpu" without GPUs
+    if device != "cpu":
+        torch.cuda.set_device(device)               # before init_process_group: NCCL binds to it
+        wp.set_device(device)                       # Warp's default device is cuda:0 otherwise
+    dist.init_process_group("nccl" if device != "cpu" else "gloo")
+    cams = fv.FabricFrameView("/World/envs/env_.*/Camera", stage=my_stage_slice, device=device)
+    gathered = fv.all_gather_poses(cams)            # every rank's cameras, rank 0's rows first
+    pos_of_rank_1, quat_of_rank_1 = gathered.per_rank()[1]
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import warp as wp
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["GatheredPoses", "all_gather_poses", "rank_device"]
+
+_WIDTH = 7
+"""Floats per gathered row: ``px py pz qx qy qz qw``."""
+
+_TORCH_STREAMS: dict[tuple[str, int], wp.Stream] = {}
+"""Warp wrappers of torch's streams, by (device, stream handle): made once, not per call."""
+
+
+class GatheredPoses(NamedTuple):
+    """Poses of every rank, concatenated in rank order (ranks of ``group``).
+
+    Rows ``offsets[r] : offsets[r] + counts[r]`` are rank ``r``'s, in the order that rank passed them. With equal
+    counts on every rank this is ``world_size * M`` rows, rank ``r``'s at ``r * M``.
+
+    Attributes:
+        positions: (sum(counts), 3) float32 torch tensor, world frame, stage units, contiguous, on the device of the
+            poses that were passed in.
+        orientations: (sum(counts), 4) float32 torch tensor, **xyzw**, world frame, contiguous, same device.
+        counts: Rows per rank, in rank order.
+
+    Example:
+        >>> gathered = fv.all_gather_poses(cams)  # doctest: +SKIP
+        >>> pos_r1, quat_r1 = gathered.per_rank()[1]  # rank 1's rows: (counts[1], 3), (counts[1], 4)
+    """
+
+    positions: torch.Tensor
+    orientations: torch.Tensor
+    counts: tuple[int, ...]
+
+    @property
+    def offsets(self) -> tuple[int, ...]:
+        """First row of each rank."""
+        return tuple(itertools.accumulate(self.counts[:-1], initial=0))
+
+    def per_rank(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``(positions, orientations)`` of each rank, in rank order: views of the gathered tensors, no copy."""
+        return list(zip(self.positions.split(list(self.counts)), self.orientations.split(list(self.counts)),
+                        strict=True))  # fmt: skip
+
+
+def rank_device(local_rank: int | None = None) -> str:
+    """The Warp device for this rank's views: ``"cuda:<local rank>"`` when CUDA devices are visible, else ``"cpu"``.
+
+    One process per GPU: local rank ``r`` takes CUDA device ``r``; a process that sees a single GPU (a launcher that
+    hands each process its own through ``CUDA_VISIBLE_DEVICES``) takes ``"cuda:0"`` whatever its rank. Pass the same
+    string to ``torch.cuda.set_device`` before ``torch.distributed.init_process_group``.
+
+    Args:
+        local_rank: This process's rank on its host; default ``$LOCAL_RANK`` (set by ``torchrun``), else 0.
+
+    Raises:
+        ValueError: A negative local rank, or one with no GPU of its own (more ranks on the host than visible GPUs:
+            two ranks would share a GPU).
+    """
+    if local_rank is None:
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if local_rank < 0:
+        raise ValueError(f"local_rank: expected >= 0, got {local_rank}")
+    count = wp.get_cuda_device_count()
+    if count == 0:
+        return "cpu"
+    if count == 1:
+        return "cuda:0"
+    if local_rank >= count:
+        raise ValueError(
+            f"local_rank: {local_rank} has no GPU of its own ({count} visible); start at most {count} processes per "
+            "host, or give each process its GPU through CUDA_VISIBLE_DEVICES"
+        )
+    return f"cuda:{local_rank}"
+
+
+def all_gather_poses(
+    poses: Any,
+    group: Any = None,
+    dst: int | None = None,
+    *,
+    counts: Sequence[int] | None = None,
+) -> GatheredPoses | None:
+    """Gather every rank's poses to every rank (or to ``dst`` only) through ``torch.distributed``.
+
+    A collective: every rank of ``group`` calls it, with its own poses. Each rank's positions and orientations are
+    viewed as torch tensors without a copy (``wp.to_torch``), packed into one (M, 7) float32 send buffer, and
+    exchanged in **one** collective (``all_gather`` or, with ``dst``, ``gather``). Ranks may hold different counts:
+    each send buffer is padded to the largest count, and the padding is dropped from the result. The counts are
+    exchanged first (one small ``all_gather`` and a host read of its result) unless ``counts`` is given.
+
+    The collective runs on the poses' device when the backend serves it (``nccl`` for CUDA, ``gloo`` for the CPU);
+    otherwise the data goes through a CPU (gloo) or the current CUDA device (nccl) and the result comes back to the
+    poses' device. Warp inputs on CUDA are ordered against Warp's stream on the device, without a host wait: the
+    pack waits for the read that produced them, and the view's next call waits for the pack.
+
+    Args:
+        poses: A FrameView (its ``get_world_poses()``: all its prims), or a ``(positions, orientations)`` pair of
+            Warp arrays (``(M,) vec3f`` / ``(M,) quatf``, or (M, 3) / (M, 4) float32), torch tensors or NumPy
+            arrays of shape (M, 3) / (M, 4), float, **xyzw**, on one device.
+        group: The process group (default: the default group).
+        dst: Global rank that receives the poses; every other rank gets ``None``. ``None``: every rank receives.
+        counts: Rows of every rank, in rank order, when known (skips their exchange); must be the same on every
+            rank, and ``counts[rank]`` must be this rank's M.
+
+    Returns:
+        :class:`GatheredPoses` (new tensors, not aliased with any view's buffers) on every rank, or on ``dst`` only
+        (``None`` elsewhere).
+
+    Raises:
+        ImportError: torch is not installed (``pip install 'frameview[torch]'``).
+        RuntimeError: ``torch.distributed`` is not initialised.
+        TypeError: ``poses`` is neither a view nor a pair of arrays, or an array is not floating point.
+        ValueError: Wrong shapes, the two arrays on different devices or of different lengths, or ``counts`` that
+            do not match this rank's count or the group's size.
+    """
+    torch, dist = _torch()
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError(
+            "all_gather_poses: torch.distributed is not initialised; call torch.distributed.init_process_group "
+            "first (e.g. under torchrun)"
+        )
+    pos, quat, warp_device = _as_tensors(poses)
+    device = pos.device
+    m = int(pos.shape[0])
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    comm = _comm_device(str(dist.get_backend(group)), device)
+    if counts is None:
+        counts = _exchange_counts(m, world, group, comm)
+    else:
+        counts = tuple(int(c) for c in counts)
+        if len(counts) != world:
+            raise ValueError(f"counts: expected {world} counts (one per rank of the group), got {len(counts)}")
+        if counts[rank] != m:
+            raise ValueError(f"counts: counts[{rank}] is {counts[rank]}, but this rank passes {m} poses")
+    receives = dst is None or dst == dist.get_rank()
+    rows = max(counts)
+    if rows == 0:
+        empty = torch.empty((0, _WIDTH), dtype=torch.float32, device=device)
+        return GatheredPoses(empty[:, :3], empty[:, 3:], counts) if receives else None
+
+    send = torch.empty((rows, _WIDTH), dtype=torch.float32, device=comm)
+    warp_stream = wp.get_stream(warp_device) if warp_device is not None and warp_device.is_cuda else None
+    torch_stream = _torch_stream(warp_device) if warp_stream is not None else None
+    if torch_stream is not None and torch_stream.cuda_stream != warp_stream.cuda_stream:
+        torch_stream.wait_stream(warp_stream)  # the pack reads what Warp's stream wrote
+    else:
+        torch_stream = None
+    if comm == device:
+        torch.cat((pos, quat), dim=1, out=send[:m])
+    else:
+        send[:m, :3].copy_(pos)
+        send[:m, 3:].copy_(quat)
+    if torch_stream is not None:  # the view's next call overwrites its buffers: Warp's stream waits for the pack
+        warp_stream.wait_stream(torch_stream)
+    if rows > m:
+        send[m:].zero_()
+
+    out = torch.empty((world * rows, _WIDTH), dtype=torch.float32, device=comm) if receives else None
+    if dst is None:
+        _all_gather_single(out, send, group)
+    else:
+        dist.gather(send, list(out.split(rows)) if out is not None else None, dst=dst, group=group)
+    if out is None:
+        return None
+    flat = out if min(counts) == rows else torch.cat([out[r * rows : r * rows + c] for r, c in enumerate(counts)])
+    positions, orientations = flat[:, :3].contiguous(), flat[:, 3:].contiguous()
+    if comm != device:
+        positions, orientations = positions.to(device), orientations.to(device)
+    return GatheredPoses(positions, orientations, counts)
+
+
+def _torch() -> tuple[Any, Any]:
+    """``(torch, torch.distributed)``, imported on first use (``import frameview`` never imports torch)."""
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError as exc:
+        raise ImportError(
+            "frameview.all_gather_poses needs torch: pip install 'frameview[torch]' (or any torch build with "
+            "torch.distributed)",
+            name="torch",
+        ) from exc
+    return torch, dist
+
+
+def _as_tensors(poses: Any) -> tuple[torch.Tensor, torch.Tensor, Any]:
+    """``(positions (M, 3), orientations (M, 4), Warp device or None)`` as float32 torch tensors, zero-copy where the
+    input already is float32 (Warp arrays through ``wp.to_torch``)."""
+    torch, _dist = _torch()
+    if hasattr(poses, "get_world_poses"):
+        poses = poses.get_world_poses()
+    if not isinstance(poses, (tuple, list)) or len(poses) != 2:
+        raise TypeError(
+            "poses: expected a FrameView or a (positions, orientations) pair, got "
+            f"{type(poses).__name__}{'' if not isinstance(poses, (tuple, list)) else f' of length {len(poses)}'}"
+        )
+    warp_device = None
+    tensors = []
+    for value, name, width in ((poses[0], "positions", 3), (poses[1], "orientations", 4)):
+        if isinstance(value, wp.array):
+            warp_device = value.device
+            tensor = wp.to_torch(value)  # zero-copy: (M,) vec3f -> (M, 3), (M,) quatf -> (M, 4)
+        elif isinstance(value, np.ndarray):
+            tensor = torch.from_numpy(value)
+        elif isinstance(value, torch.Tensor):
+            tensor = value.detach()
+        else:
+            kind = type(value).__name__
+            raise TypeError(f"{name}: expected a Warp array, a torch tensor or a NumPy array, got {kind}")
+        if not tensor.is_floating_point():
+            raise TypeError(f"{name}: expected floating-point data, got dtype {tensor.dtype}")
+        if tensor.ndim != 2 or tensor.shape[1] != width:
+            raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(tensor.shape)}")
+        tensors.append(tensor.to(torch.float32))
+    pos, quat = tensors
+    if pos.device != quat.device:
+        raise ValueError(f"positions and orientations: expected one device, got {pos.device} and {quat.device}")
+    if pos.shape[0] != quat.shape[0]:
+        raise ValueError(f"positions and orientations: expected the same number of rows, got {pos.shape[0]} and "
+                         f"{quat.shape[0]}")  # fmt: skip
+    return pos, quat, warp_device
+
+
+def _comm_device(backend: str, device: torch.device) -> torch.device:
+    """Where the collective runs: the poses' device when ``backend`` serves it, else the CPU (gloo) or the current
+    CUDA device (nccl). Mixed backends (``"cpu:gloo,cuda:nccl"``) serve both."""
+    torch, _dist = _torch()
+    backend = backend.lower()
+    if device.type == "cuda" and backend == "gloo":
+        return torch.device("cpu")
+    if device.type == "cpu" and backend == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def _exchange_counts(m: int, world: int, group: Any, comm: torch.device) -> tuple[int, ...]:
+    """Every rank's row count (one small all_gather; reading it back waits for the collective)."""
+    torch, _dist = _torch()
+    mine = torch.full((1,), m, dtype=torch.int64, device=comm)
+    every = torch.empty(world, dtype=torch.int64, device=comm)
+    _all_gather_single(every, mine, group)
+    return tuple(int(c) for c in every.tolist())
+
+
+def _all_gather_single(out: torch.Tensor, send: torch.Tensor, group: Any) -> None:
+    """``out`` (world * rows, ...) <- every rank's ``send`` (rows, ...), in rank order, in one collective."""
+    _torch_module, dist = _torch()
+    gather = getattr(dist, "all_gather_single", None)  # torch >= 2.13; all_gather_into_tensor before
+    if gather is None:
+        gather = dist.all_gather_into_tensor
+    gather(out, send, group=group)
+
+
+def _torch_stream(device: Any) -> wp.Stream:
+    """Torch's current stream on a CUDA Warp device, as a Warp stream (wrappers are kept: no per-call event)."""
+    torch, _dist = _torch()
+    stream = torch.cuda.current_stream(torch.device("cuda", device.ordinal))
+    key = (str(device), int(stream.cuda_stream))
+    wrapped = _TORCH_STREAMS.get(key)
+    if wrapped is None:
+        if len(_TORCH_STREAMS) >= 64:
+            _TORCH_STREAMS.clear()
+        wrapped = _TORCH_STREAMS[key] = wp.stream_from_torch(stream)
+    return wrapped

@@ -1,0 +1,310 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The frames of one Newton model: where each frame prim sits on its body, shared by every view of that model.
+
+A *frame* is a non-physics prim (a camera, a sensor, an Xform) that rides on a Newton body. Each frame is a node of
+a :class:`FrameStore` (one per model and stage), holding:
+
+- ``local[n]``: its local matrix relative to its USD parent (``mat44d``, row-vector, scale included), initially
+  the stage's, changed only by view writes (on the device; USD is never written);
+- ``anchor[n]``: the nearest ancestor that is also a node and rides on the same body, or -1;
+- ``chain[n]``: the constant product of the local matrices of the prims between its parent and that anchor (or, with
+  no anchor, up to its body, ending with the body's own USD scale; or up to the root for a frame fixed in the world);
+- ``body[n]``: the Newton body it rides on (the nearest ancestor in ``model.body_label``), -1 for none.
+
+A frame's world matrix is then ``local[n] @ chain[n] @ world(anchor)`` and, at the top of the anchor chain,
+``... @ chain @ T(body_q[body])`` with ``T`` the body's rigid transform. Because every view of a model shares its
+store, a write through one view is seen by every other view, and frames below a written frame follow it.
+
+Nodes are added when views are built and never removed. Everything except ``local`` is computed on the host from
+the stage, once per node; ``local`` lives on the model's device.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import warp as wp
+from pxr import Usd, UsdGeom, UsdPhysics
+
+__all__ = ["FrameStore", "frame_store", "rigid_part"]
+
+logger = logging.getLogger(__name__)
+
+_STORES: weakref.WeakKeyDictionary[Any, list[FrameStore]] = weakref.WeakKeyDictionary()
+_STORES_LOCK = threading.Lock()
+
+_POSE_TOLERANCE = 1.0e-3
+"""Largest difference (stage units, or rotation-matrix entries) between a body's USD pose and the model's initial
+pose before the view logs a warning: the model was built with another transform, or the stage was edited since."""
+
+
+def frame_store(model: Any, stage: Usd.Stage) -> FrameStore:
+    """The frame store of ``model`` over ``stage`` (made on first use; lives as long as the model)."""
+    with _STORES_LOCK:
+        stores = _STORES.get(model)
+        if stores is None:
+            stores = _STORES[model] = []
+        for store in stores:
+            if store.stage == stage:
+                return store
+        store = FrameStore(model, stage)
+        stores.append(store)
+        return store
+
+
+def rigid_part(m: np.ndarray) -> np.ndarray:
+    """The rigid transform (rotation and translation, no scale) of a row-vector matrix, float64 (4, 4).
+
+    The rotation is the orthonormal factor of the upper 3x3 (its rows' directions, a mirror put on x), so that
+    ``m = S @ rigid_part(m)`` with ``S`` the scale (and shear, if any) part.
+    """
+    upper = np.asarray(m, dtype=np.float64)[:3, :3].copy()
+    if np.linalg.det(upper) < 0.0:
+        upper[0] = -upper[0]
+    u, _s, vt = np.linalg.svd(upper)
+    rot = u @ vt  # the closest rotation (polar factor): the rows' directions when there is no shear
+    out = np.eye(4)
+    out[:3, :3] = rot
+    out[3, :3] = np.asarray(m, dtype=np.float64)[3, :3]
+    return out
+
+
+def _physics_role(prim: Usd.Prim, is_body: bool) -> str | None:
+    """What makes ``prim`` a physics prim that a frame view must not own, or None for a frame."""
+    if is_body or prim.HasAPI(UsdPhysics.RigidBodyAPI):
+        return "a rigid body (UsdPhysics.RigidBodyAPI), which the Newton solver moves"
+    if prim.HasAPI(UsdPhysics.CollisionAPI):
+        return "a collider (UsdPhysics.CollisionAPI), part of a Newton body's shape"
+    if prim.IsA(UsdPhysics.Joint):
+        return "a joint (UsdPhysics.Joint)"
+    return None
+
+
+class FrameStore:
+    """The frames of one Newton model over one pxr stage (see the module docstring).
+
+    Every view of the store shares :attr:`lock`; its device arrays are read at each call (they are replaced when a
+    later view adds nodes beyond the capacity: a CUDA graph captured before that keeps the old ones).
+
+    Args:
+        model: The ``newton.Model`` (only ``body_label``, ``body_count``, ``body_q`` and ``device`` are read).
+        stage: The pxr stage the model was built from.
+    """
+
+    def __init__(self, model: Any, stage: Usd.Stage) -> None:
+        self.stage = stage
+        self.device = wp.get_device(model.device)
+        self.lock = threading.RLock()
+        self.body_count = int(model.body_count)
+        labels = [str(label) for label in model.body_label]
+        self.bodies: dict[str, int] = {label: b for b, label in enumerate(labels)}
+        self._labels = labels
+        self._ambiguous: set[str] = set()
+        if len(self.bodies) < len(labels):  # a label given to several bodies cannot place a frame
+            self._ambiguous = {label for label in self.bodies if labels.count(label) > 1}
+        body_q = getattr(model, "body_q", None)
+        self._initial_body_q = body_q.numpy() if body_q is not None and self.body_count else None
+        self._body_scale: dict[int, np.ndarray] = {}
+        self._body_rigid: dict[int, np.ndarray] = {}
+        self.paths: list[str] = []
+        self.index: dict[str, int] = {}
+        self._anchor = np.empty(0, dtype=np.int32)
+        self._body = np.empty(0, dtype=np.int32)
+        self._chain = np.empty((0, 4, 4), dtype=np.float64)
+        self._capacity = 0
+        self._retired: list[wp.array] = []  # arrays replaced on growth: a captured graph may still point at them
+        self.local = self.chain = self.anchor = self.body = self.req_row = wp.empty(0, dtype=wp.int32)
+        self._allocate(16)
+
+    @property
+    def count(self) -> int:
+        """Number of frames (nodes)."""
+        return len(self.paths)
+
+    def body_of(self, nodes: np.ndarray) -> np.ndarray:
+        """The body index of each node (-1: fixed in the world)."""
+        return self._body[nodes]
+
+    def add(self, paths: Sequence[str]) -> np.ndarray:
+        """Make ``paths`` nodes (those not yet nodes are read from the stage); return their node indices (int32).
+
+        Raises:
+            ValueError: A prim is missing or not Xformable, is a physics prim (body, collider, joint), or sits
+                below a prim with ``UsdPhysics.RigidBodyAPI`` that the model has no body for.
+        """
+        new = [p for p in dict.fromkeys(paths) if p not in self.index]
+        if new:
+            self._insert(new)
+        return np.array([self.index[p] for p in paths], dtype=np.int32)
+
+    # ---------------------------------------------------------------- building nodes
+
+    def _insert(self, new: list[str]) -> None:
+        stage = self.stage
+        cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+        prims = []
+        for path in new:
+            prim = stage.GetPrimAtPath(path)
+            if not prim.IsValid():
+                raise ValueError(f"prim_path: no prim at {path!r}")
+            role = _physics_role(prim, path in self.bodies)
+            if role is not None:
+                raise ValueError(
+                    f"prim {path!r} is {role}: a NewtonFrameView reads frames that ride on bodies (cameras, sensors, "
+                    "Xforms) and never moves a body; view a non-physics prim instead (e.g. a camera under the body), "
+                    "and set body poses through the Newton State (state.body_q)"
+                )
+            if not prim.IsA(UsdGeom.Xformable):
+                raise ValueError(
+                    f"prim_path: prim {path!r} is a {prim.GetTypeName() or 'typeless prim'}, expected an Xformable "
+                    "(Xform, Camera, Mesh, ...); select Xformable prims only"
+                )
+            prims.append(prim)
+        # resolve every new node against the nodes as they will be (new ancestors included), before changing state
+        first = self.count
+        index = dict(self.index)
+        for k, path in enumerate(new):
+            index[path] = first + k
+        resolved = [self._resolve(prim, cache, index) for prim in prims]
+        # existing nodes below a new node now anchor on it
+        new_set = set(new)
+        moved = [n for n, path in enumerate(self.paths) if _has_ancestor_in(path, new_set)]
+        moved_resolved = [self._resolve(stage.GetPrimAtPath(self.paths[n]), cache, index) for n in moved]
+        local = np.array([np.array(cache.GetLocalTransformation(p)[0], dtype=np.float64) for p in prims])
+        # commit (host)
+        self.paths.extend(new)
+        self.index = index
+        total = self.count
+        self._anchor = np.concatenate([self._anchor, np.full(len(new), -1, dtype=np.int32)])
+        self._body = np.concatenate([self._body, np.full(len(new), -1, dtype=np.int32)])
+        self._chain = np.concatenate([self._chain, np.tile(np.eye(4), (len(new), 1, 1))])
+        for n, (anchor, body, chain) in zip([*range(first, total), *moved], [*resolved, *moved_resolved], strict=True):
+            self._anchor[n], self._body[n], self._chain[n] = anchor, body, chain
+        # an anchored node rides on its anchor's body: resolve top-down (an anchor is always a shallower path)
+        for n in sorted([*range(first, total), *moved], key=lambda n: self.paths[n].count("/")):
+            if self._anchor[n] >= 0:
+                self._body[n] = self._body[self._anchor[n]]
+        self._check_body_poses(np.unique(self._body[first:total]))
+        # commit (device)
+        if total > self._capacity:
+            self._allocate(max(total, 2 * self._capacity))
+        wp.copy(self.local, wp.array(local, dtype=wp.mat44d, device="cpu"), dest_offset=first, count=len(new))
+        self._upload()
+
+    def _resolve(self, prim: Usd.Prim, cache: UsdGeom.XformCache, index: dict[str, int]) -> tuple[int, int, np.ndarray]:
+        """``(anchor node, body, chain)`` of a frame prim; the body of an anchored node is its anchor's (set later)."""
+        chain = np.eye(4)
+        if cache.GetLocalTransformation(prim)[1]:  # resets the xform stack: its parent frame is the world
+            return -1, -1, chain
+        parent = prim.GetParent()
+        while parent and not parent.IsPseudoRoot():
+            path = str(parent.GetPath())
+            node = index.get(path)
+            if node is not None:
+                return node, -1, chain
+            body = self.bodies.get(path)
+            if body is not None:
+                if path in self._ambiguous:
+                    raise ValueError(
+                        f"prim {str(prim.GetPath())!r} sits on {path!r}, which names {self._labels.count(path)} "
+                        "bodies of the Newton model (model.body_label): give each body its own prim path"
+                    )
+                return -1, body, chain @ self._scale_of_body(body, parent, cache)
+            if parent.HasAPI(UsdPhysics.RigidBodyAPI):
+                raise ValueError(
+                    f"prim {str(prim.GetPath())!r} sits on {path!r}, a prim with UsdPhysics.RigidBodyAPI that the "
+                    "Newton model has no body for (no entry of model.body_label names it): build the model from "
+                    "this stage (newton.ModelBuilder().add_usd(stage)) without ignoring that body"
+                )
+            local, resets = cache.GetLocalTransformation(parent)
+            chain = chain @ np.array(local, dtype=np.float64)
+            if resets:
+                break
+            parent = parent.GetParent()
+        return -1, -1, chain
+
+    def _scale_of_body(self, body: int, prim: Usd.Prim, cache: UsdGeom.XformCache) -> np.ndarray:
+        """``S`` with ``world_usd(body) = S @ rigid_part(world_usd(body))``: the body's USD scale, which Newton's
+        body pose does not carry, so that its frames keep the world scale the stage gives them."""
+        scale = self._body_scale.get(body)
+        if scale is None:
+            world = np.array(cache.GetLocalToWorldTransform(prim), dtype=np.float64)
+            rigid = rigid_part(world)
+            scale = self._body_scale[body] = world @ np.linalg.inv(rigid)
+            self._body_rigid[body] = rigid  # kept for the pose check
+        return scale
+
+    def _check_body_poses(self, bodies: np.ndarray) -> None:
+        """Warn when a body's initial pose in the model is not its USD pose (frames are placed by the latter)."""
+        if self._initial_body_q is None:
+            return
+        for b in bodies.tolist():
+            rigid = self._body_rigid.get(b)
+            if rigid is None:
+                continue
+            x = self._initial_body_q[b].astype(np.float64)
+            rot = _quat_rows(x[3:7])
+            err = max(np.abs(x[:3] - rigid[3, :3]).max(), np.abs(rot - rigid[:3, :3]).max())
+            if err > _POSE_TOLERANCE:
+                logger.warning(
+                    "NewtonFrameView: body %r starts at a pose that differs from its USD pose by %.3g (model.body_q "
+                    "vs the stage): frames ride on the body with the offsets the stage gives them, but frames fixed "
+                    "in the world keep their USD poses; build the model from the stage as it is, with no xform and "
+                    "the stage's up axis",
+                    self._labels[b],
+                    err,
+                )
+
+    # ---------------------------------------------------------------- device arrays
+
+    def _allocate(self, capacity: int) -> None:
+        """Grow the device arrays to ``capacity`` nodes, keeping the device-side local matrices."""
+        dev = self.device
+        old = self.local if self._capacity else None
+        local = wp.empty(capacity, dtype=wp.mat44d, device=dev)
+        if old is not None and self._capacity:
+            wp.copy(local, old, count=self._capacity)
+            self._retired.extend([self.local, self.chain, self.anchor, self.body, self.req_row])
+        self.local = local
+        self.chain = wp.empty(capacity, dtype=wp.mat44d, device=dev)
+        self.anchor = wp.empty(capacity, dtype=wp.int32, device=dev)
+        self.body = wp.empty(capacity, dtype=wp.int32, device=dev)
+        self.req_row = wp.full(capacity, -1, dtype=wp.int32, device=dev)
+        self._capacity = capacity
+
+    def _upload(self) -> None:
+        """Copy the host-side node data (anchor, body, chain) to the device."""
+        n = self.count
+        if n == 0:
+            return
+        host = "cpu"
+        wp.copy(self.anchor, wp.array(self._anchor, dtype=wp.int32, device=host), count=n)
+        wp.copy(self.body, wp.array(self._body, dtype=wp.int32, device=host), count=n)
+        wp.copy(self.chain, wp.array(self._chain, dtype=wp.mat44d, device=host), count=n)
+
+
+def _has_ancestor_in(path: str, paths: set[str]) -> bool:
+    parent = path.rsplit("/", 1)[0]
+    while parent:
+        if parent in paths:
+            return True
+        parent = parent.rsplit("/", 1)[0]
+    return False
+
+
+def _quat_rows(q: np.ndarray) -> np.ndarray:
+    """Row-vector rotation (rows are the rotated axes) of an xyzw quaternion."""
+    x, y, z, w = q / np.linalg.norm(q)
+    col = np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+    return col.T

@@ -1,0 +1,695 @@
+# SPDX-License-Identifier: Apache-2.0
+"""NewtonFrameView: camera and sensor frames that ride on Newton bodies, posed from the simulation state on the GPU.
+
+Reads compose each frame's constant offset (from the stage, see :mod:`frameview.newton.frames`) with its body's
+pose in ``state.body_q``, in one Warp launch over the rows read. Writes change the frames' offsets only: no body
+moves, nothing is written to USD.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+try:
+    import newton
+    from pxr import Usd, UsdGeom
+except ImportError as exc:  # newton and usd-core are the optional extra frameview[newton]
+    raise ImportError(
+        f"NewtonFrameView needs newton and pxr ({exc.name} is missing): install frameview[newton] "
+        "(newton, newton-usd-schemas) and frameview[usd] (usd-core), or run inside Kit for pxr",
+        name=exc.name,
+    ) from exc
+
+from .._launch import RecordedLaunch
+from .._rows import (
+    ALL,
+    CODE_INDEX_DUPLICATE,
+    CODE_INDEX_RANGE,
+    CODE_QUAT_NOT_FINITE,
+    CODE_RESULT_NOT_FINITE,
+    CODE_SHEAR,
+    CODE_SINGULAR_PARENT,
+    CODE_VALUE_NOT_FINITE,
+    CODE_ZERO_QUATERNION,
+    INDEXED,
+    MASK,
+    STATUS_OK,
+    Rows,
+    failed,
+    report,
+)
+from ..base import BaseFrameView
+from ..kernels.transforms import (
+    WRITE_NOT_FINITE,
+    WRITE_SHEAR,
+    WRITE_SINGULAR_PARENT,
+    compose_matrix,
+    decompose_matrix,
+    solve_local,
+)
+from .frames import FrameStore, frame_store
+
+__all__ = ["NewtonFrameView"]
+
+logger = logging.getLogger(__name__)
+
+_IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
+_NAN = wp.constant(float("nan"))
+_STATUS_OK = wp.constant(STATUS_OK)
+_ALL = wp.constant(ALL)
+_INDEXED = wp.constant(INDEXED)
+_MASK = wp.constant(MASK)
+_NO_OFFSET = wp.quatf(0.0, 0.0, 0.0, 1.0)
+
+
+# ---------------------------------------------------------------- device functions
+
+
+@wp.func
+def _view_row(
+    k: int,
+    kind: int,
+    indices: wp.array(dtype=wp.int32),
+    mask: wp.array(dtype=wp.bool),
+    count: int,
+):
+    """The view index of call row ``k``: -1 for a masked-out row, -2 for an index out of range."""
+    if kind == _INDEXED:
+        i = indices[k]
+        if i < 0 or i >= count:
+            return -2
+        return i
+    if kind == _MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
+        if not mask[k]:
+            return -1
+    return k
+
+
+@wp.func
+def _body_matrix(body_q: wp.array(dtype=wp.transformf), b: int):
+    """Row-vector matrix of body ``b``'s pose (identity for -1: fixed in the world)."""
+    if b < 0:
+        return _IDENTITY
+    x = body_q[b]
+    one = wp.float64(1.0)
+    return compose_matrix(
+        wp.vec3d(wp.transform_get_translation(x)), wp.quatd(wp.transform_get_rotation(x)), wp.vec3d(one, one, one)
+    )
+
+
+@wp.func
+def _world_matrix(
+    node: int,
+    local: wp.array(dtype=wp.mat44d),
+    chain: wp.array(dtype=wp.mat44d),
+    anchor: wp.array(dtype=wp.int32),
+    body: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transformf),
+):
+    """World matrix of a frame: its local matrix, up through its anchors, then its body's pose."""
+    m = local[node] @ chain[node]
+    a = anchor[node]
+    while a >= 0:
+        m = m @ local[a] @ chain[a]
+        a = anchor[a]
+    return m @ _body_matrix(body_q, body[node])
+
+
+@wp.func
+def _pose_of(m: wp.mat44d, offset: wp.quatf):
+    """Position and xyzw orientation (times ``offset``, unit, ``w >= 0``) of a matrix."""
+    t, q, _s = decompose_matrix(m)
+    r = wp.normalize(q * wp.quatd(offset))
+    if r[3] < wp.float64(0.0):
+        r = -r
+    return wp.vec3f(t), wp.quatf(r)
+
+
+@wp.func
+def _request_ok(
+    r: int,
+    set_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    set_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    set_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """Whether request row ``r`` holds finite values and a non-zero quaternion (reported when not)."""
+    ok = True
+    for a in range(3):
+        if set_pos != 0 and not wp.isfinite(pos[r][a]):
+            ok = False
+        if set_scale != 0 and not wp.isfinite(scale[r][a]):
+            ok = False
+    if not ok:
+        report(status_out, r, CODE_VALUE_NOT_FINITE)
+    if set_quat != 0:
+        q = quat[r]
+        if not (wp.isfinite(q[0]) and wp.isfinite(q[1]) and wp.isfinite(q[2]) and wp.isfinite(q[3])):
+            report(status_out, r, CODE_QUAT_NOT_FINITE)
+            ok = False
+        elif q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3] < 1.0e-12:
+            report(status_out, r, CODE_ZERO_QUATERNION)
+            ok = False
+    return ok
+
+
+@wp.func
+def _solve_row(
+    local: wp.mat44d,
+    parent_world: wp.mat44d,
+    r: int,
+    in_world: int,
+    set_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    set_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    set_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+):
+    """The new local matrix for request row ``r`` and a ``WRITE_*`` status (:func:`solve_local`)."""
+    t = wp.vec3d()
+    q = wp.quatd(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))
+    s = wp.vec3d()
+    if set_pos != 0:
+        t = wp.vec3d(pos[r])
+    if set_quat != 0:
+        q = wp.quatd(quat[r])
+    if set_scale != 0:
+        s = wp.vec3d(scale[r])
+    return solve_local(local, parent_world, in_world, set_pos, t, set_quat, q, set_scale, s)
+
+
+# ---------------------------------------------------------------- kernels
+
+
+@wp.kernel(enable_backward=False)
+def _read_poses(
+    # inputs
+    local: wp.array(dtype=wp.mat44d),
+    chain: wp.array(dtype=wp.mat44d),
+    anchor: wp.array(dtype=wp.int32),
+    body: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transformf),
+    view_node: wp.array(dtype=wp.int32),
+    count: int,
+    kind: int,
+    indices: wp.array(dtype=wp.int32),
+    mask: wp.array(dtype=wp.bool),
+    world: int,
+    offset: wp.quatf,
+    # outputs
+    pos_out: wp.array(dtype=wp.vec3f),
+    quat_out: wp.array(dtype=wp.quatf),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """World (``world``) or local pose of each row's frame, orientation times ``offset``; an index out of range gives
+    NaN and is reported."""
+    k = wp.tid()
+    i = _view_row(k, kind, indices, mask, count)
+    if i == -2:
+        pos_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
+        quat_out[k] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
+        if not failed(status_out):
+            report(status_out, k, CODE_INDEX_RANGE)
+        return
+    if i < 0:
+        return
+    n = view_node[i]
+    m = local[n]
+    if world != 0:
+        m = _world_matrix(n, local, chain, anchor, body, body_q)
+    p, q = _pose_of(m, offset)
+    pos_out[k] = p
+    quat_out[k] = q
+
+
+@wp.kernel(enable_backward=False)
+def _read_scales(
+    # inputs
+    local: wp.array(dtype=wp.mat44d),
+    chain: wp.array(dtype=wp.mat44d),
+    anchor: wp.array(dtype=wp.int32),
+    body: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transformf),
+    view_node: wp.array(dtype=wp.int32),
+    count: int,
+    kind: int,
+    indices: wp.array(dtype=wp.int32),
+    mask: wp.array(dtype=wp.bool),
+    world: int,
+    # outputs
+    scale_out: wp.array(dtype=wp.vec3f),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """World (``world``) or local scale of each row's frame (NaN and a report for an index out of range)."""
+    k = wp.tid()
+    i = _view_row(k, kind, indices, mask, count)
+    if i == -2:
+        scale_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
+        if not failed(status_out):
+            report(status_out, k, CODE_INDEX_RANGE)
+        return
+    if i < 0:
+        return
+    n = view_node[i]
+    m = local[n]
+    if world != 0:
+        m = _world_matrix(n, local, chain, anchor, body, body_q)
+    _t, _q, s = decompose_matrix(m)
+    scale_out[k] = wp.vec3f(s)
+
+
+@wp.kernel(enable_backward=False)
+def _stage_rows(
+    # inputs
+    view_node: wp.array(dtype=wp.int32),
+    count: int,
+    kind: int,
+    indices: wp.array(dtype=wp.int32),
+    mask: wp.array(dtype=wp.bool),
+    # outputs
+    req_row_out: wp.array(dtype=wp.int32),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """``req_row_out[node of row k] = k`` (all -1 at rest); an index out of range or given twice is reported."""
+    k = wp.tid()
+    if failed(status_out):
+        return
+    i = _view_row(k, kind, indices, mask, count)
+    if i == -2:
+        report(status_out, k, CODE_INDEX_RANGE)
+        return
+    if i < 0:
+        return
+    if wp.atomic_exch(req_row_out, view_node[i], k) != -1:
+        report(status_out, k, CODE_INDEX_DUPLICATE)
+
+
+@wp.kernel(enable_backward=False)
+def _solve_writes(
+    # inputs
+    local: wp.array(dtype=wp.mat44d),
+    chain: wp.array(dtype=wp.mat44d),
+    anchor: wp.array(dtype=wp.int32),
+    body: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transformf),
+    view_node: wp.array(dtype=wp.int32),
+    count: int,
+    kind: int,
+    indices: wp.array(dtype=wp.int32),
+    mask: wp.array(dtype=wp.bool),
+    req_row: wp.array(dtype=wp.int32),
+    in_world: int,
+    set_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    set_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    set_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+    # outputs
+    local_out: wp.array(dtype=wp.mat44d),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """New local matrix of each written frame (into row-indexed scratch); nothing is committed here.
+
+    A world write needs the parent's world matrix as it will be after the write: the anchors above the frame are
+    composed top-down from the body's pose, solving those written by this call on the way (O(depth^2), depth
+    usually 0 or 1).
+    """
+    k = wp.tid()
+    if failed(status_out):
+        return
+    i = _view_row(k, kind, indices, mask, count)
+    if i < 0:
+        return
+    if not _request_ok(k, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+        return
+    n = view_node[i]
+    pw = _IDENTITY
+    if in_world != 0:
+        depth = int(0)
+        a = anchor[n]
+        while a >= 0:
+            depth += 1
+            a = anchor[a]
+        w = _body_matrix(body_q, body[n])
+        for step in range(depth):
+            node = n
+            for _up in range(depth - step):
+                node = anchor[node]
+            above = chain[node] @ w
+            loc = local[node]
+            rr = req_row[node]
+            if rr >= 0:
+                loc, _st = _solve_row(loc, above, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+            w = loc @ above
+        pw = chain[n] @ w
+    m, status = _solve_row(local[n], pw, k, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+    if status == WRITE_SINGULAR_PARENT:
+        report(status_out, k, CODE_SINGULAR_PARENT)
+    elif status == WRITE_SHEAR:
+        report(status_out, k, CODE_SHEAR)
+    elif status == WRITE_NOT_FINITE:
+        report(status_out, k, CODE_RESULT_NOT_FINITE)
+    local_out[k] = m
+
+
+@wp.kernel(enable_backward=False)
+def _commit_writes(
+    # inputs
+    new_local: wp.array(dtype=wp.mat44d),
+    view_node: wp.array(dtype=wp.int32),
+    count: int,
+    kind: int,
+    indices: wp.array(dtype=wp.int32),
+    mask: wp.array(dtype=wp.bool),
+    status: wp.array(dtype=wp.int32),
+    # outputs
+    local_out: wp.array(dtype=wp.mat44d),
+    req_row_out: wp.array(dtype=wp.int32),
+):
+    """Store the solved local matrices unless any row of the call failed (then nothing is written); reset the
+    request table either way."""
+    k = wp.tid()
+    i = _view_row(k, kind, indices, mask, count)
+    if i < 0:
+        return
+    n = view_node[i]
+    req_row_out[n] = -1
+    if status[0] == _STATUS_OK:
+        local_out[n] = new_local[k]
+
+
+# ---------------------------------------------------------------- the view
+
+
+def _is_state(value: Any) -> bool:
+    return isinstance(value, newton.State)
+
+
+class NewtonFrameView(BaseFrameView):
+    """Frames (cameras, sensors, Xforms) that ride on Newton bodies: world poses from the simulation state.
+
+    Each viewed prim is a *frame*: a non-physics prim that binds to its nearest ancestor that is a body of the Newton
+    model (a prim with ``UsdPhysics.RigidBodyAPI``, found in ``model.body_label`` by its prim path), or, without
+    one, is fixed in the world. Its pose relative to that body is read from the stage once (``UsdGeom.XformCache``,
+    the stage's default time code); after that the stage is not read again, and never written.
+
+    - **Reads.** World pose = ``body_q[body] * offset``, composed in one Warp launch over the rows read (all,
+      ``indices`` or ``mask``), from the state the view is given, read at each call: no host round trip, so the read
+      can be captured in a CUDA graph (a graph keeps the ``body_q`` array the state held when it was captured:
+      capture the read with the simulation step so that the solver's state swaps are captured too). Local poses are
+      relative to the frame's USD parent, as on every other backend. Isaac Lab's Newton view calls the pose relative
+      to the *body* "local"; here that is the world pose expressed in the body frame.
+    - **Writes** change frame offsets only, never a body, never USD: a world write solves the offset that puts the
+      frame at the given world pose on its body's current pose (``offset = inv(body_q[body]) * pose``), keeping the
+      frame's local scale; ``None`` keeps a component; viewed or not, frames below a written frame on the same body
+      follow it. Write body poses through Newton (``state.body_q``, ``state.body_qd``).
+    - **Scales.** ``body_q`` carries no scale: each frame keeps the scales the stage gives it (its own local scale,
+      its ancestors', its body prim's), constant while bodies move. :meth:`get_world_scales` reports them,
+      :meth:`set_local_scales` changes a frame's local scale (frames below it follow).
+    - **Sharing.** Every view of the same model and stage shares the frames' offsets (one store per model), so a
+      write through one view is seen by every other, as with Fabric. The store's arrays are replaced when a new view
+      adds frames beyond their capacity: build the views before capturing graphs that use them.
+
+    Physics prims (bodies, colliders, joints) are rejected with ``ValueError`` naming the prim: this view reads frames
+    that ride on bodies, it does not move bodies. A view is meant for one thread (the one that steps the
+    simulation); calls from other threads are serialised on one lock per model and get their own output buffers.
+
+    Example:
+        >>> import newton  # doctest: +SKIP
+        >>> builder = newton.ModelBuilder()
+        >>> builder.add_usd(stage)  # bodies from UsdPhysics.RigidBodyAPI prims, labelled by prim path
+        >>> model = builder.finalize(device="cuda:0")
+        >>> sim = {"state": model.state()}  # the solver swaps states: hand the view a callable
+        >>> view = fv.NewtonFrameView("/World/envs/env_.*/Robot/Camera", stage=stage, model=model,
+        ...                           state=lambda: sim["state"])
+        >>> pos, quat = view.get_world_poses()  # (N,) vec3f, (N,) quatf xyzw, world frame, from body_q
+
+    Args:
+        prim_path: A path, a path with a regular expression per component (``/World/envs/env_.*/Camera``), or a
+            list of paths (:func:`frameview.resolve_prim_paths`).
+        stage: The pxr stage the model was built from.
+        model: The ``newton.Model`` (bodies are matched by ``model.body_label``).
+        state: The ``newton.State`` to read body poses from, or a callable taking no arguments that returns the
+            current one (solvers swap states every step: the view never keeps a ``body_q`` array).
+        device: Warp device of the returned arrays: the model's device (``None``, the default, picks it).
+    """
+
+    _device_rows = True
+
+    def __init__(
+        self,
+        prim_path: str | Sequence[str],
+        *,
+        stage: Usd.Stage,
+        model: newton.Model,
+        state: newton.State | Callable[[], newton.State],
+        device: str | None = None,
+    ) -> None:
+        if not isinstance(stage, Usd.Stage):
+            raise TypeError(f"stage: expected a pxr Usd.Stage, got {type(stage).__name__}")
+        if not isinstance(model, newton.Model):
+            raise TypeError(f"model: expected a newton.Model (ModelBuilder.finalize()), got {type(model).__name__}")
+        if not (_is_state(state) or callable(state)):
+            raise TypeError(
+                f"state: expected a newton.State or a callable returning the current one, got {type(state).__name__}"
+            )
+        model_device = str(wp.get_device(model.device))
+        if device is None:
+            device = model_device
+        elif str(wp.get_device(device)) != model_device:
+            raise ValueError(
+                f"device: the Newton model lives on {model_device!r}, the view asks for {device!r}; pass "
+                f"device={model_device!r} (or None)"
+            )
+        from ..paths import resolve_prim_paths
+
+        paths = resolve_prim_paths(prim_path, stage)
+        store = frame_store(model, stage)
+        self._lock = store.lock  # BaseFrameView runs every public call under it: one lock per model and stage
+        with store.lock:
+            nodes = store.add(paths)
+        super().__init__(prim_path, paths, device=device)
+        self._store: FrameStore = store
+        self._model = model
+        self._state = state
+        self._bodies = store.body_of(nodes)
+        self._needs_bodies = bool((self._bodies >= 0).any())
+        dev = self._device
+        self._view_node = wp.array(nodes, dtype=wp.int32, device=dev)
+        self._no_vec3 = wp.empty(0, dtype=wp.vec3f, device=dev)
+        self._no_quat = wp.empty(0, dtype=wp.quatf, device=dev)
+        self._no_index = wp.empty(0, dtype=wp.int32, device=dev)
+        self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
+        self._no_bodies = wp.empty(0, dtype=wp.transformf, device=dev)
+        self._launches: dict[Any, RecordedLaunch] = {}
+        self._mirror_rows: dict[tuple[str, ...], wp.array | None] = {}
+        self._current_state()  # check the state now: a wrong one fails here, not at the first read
+        self._body_q()
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def backend(self) -> str:
+        """``"newton"``."""
+        return "newton"
+
+    @property
+    def model(self) -> newton.Model:
+        """The Newton model whose bodies the frames ride on."""
+        return self._model
+
+    @property
+    def body_indices(self) -> np.ndarray:
+        """(N,) int32: the Newton body each viewed frame rides on (its row of ``state.body_q``), -1 when fixed in the
+        world. A copy."""
+        return self._bodies.copy()
+
+    @property
+    def state(self) -> newton.State:
+        """The state the next call reads (the callable's current answer)."""
+        self._check_open()
+        return self._current_state()
+
+    # ---------------------------------------------------------------- fabric mirror
+
+    def mirror_to(self, target: BaseFrameView) -> None:
+        """Write the frames' world poses into another view over the same prims (e.g. a :class:`FabricFrameView`, so
+        that Fabric consumers such as renderers see the simulated frames), in one read and one write.
+
+        Call it after each step (and after writes to this view). ``target`` may list the prims in another order or
+        only some of them; it keeps its own local scales (this view's :meth:`set_local_scales` is not mirrored).
+
+        Args:
+            target: A view whose every prim is one of this view's.
+
+        Raises:
+            ValueError: ``target`` views a prim that this view does not.
+        """
+        if not isinstance(target, BaseFrameView):
+            raise TypeError(f"target: expected a FrameView, got {type(target).__name__}")
+        key = target.prim_paths
+        if key not in self._mirror_rows:
+            if key == self.prim_paths:
+                self._mirror_rows[key] = None
+            else:
+                row = {p: i for i, p in enumerate(self.prim_paths)}
+                missing = [p for p in key if p not in row]
+                if missing:
+                    raise ValueError(
+                        f"target: {len(missing)} of its prims are not in this view, e.g. {missing[:3]}; mirror into a "
+                        "view over this view's prims (or a subset of them)"
+                    )
+                rows = np.array([row[p] for p in key], dtype=np.int32)
+                self._mirror_rows[key] = wp.array(rows, dtype=wp.int32, device=self._device)
+        pos, quat = self.get_world_poses(self._mirror_rows[key])
+        target.set_world_poses(pos, quat)
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _current_state(self) -> newton.State:
+        state = self._state() if not _is_state(self._state) else self._state
+        if not _is_state(state):
+            raise TypeError(
+                f"state: the callable returned a {type(state).__name__}, expected a newton.State (the current one)"
+            )
+        return state
+
+    def _body_q(self) -> wp.array:
+        """The current state's ``body_q``, checked (dtype, length, device); an empty array when no frame needs it."""
+        if not self._needs_bodies:
+            return self._no_bodies
+        body_q = self._current_state().body_q
+        if not isinstance(body_q, wp.array) or body_q.dtype != wp.transformf or body_q.ndim != 1:
+            raise TypeError(
+                f"state.body_q: expected a (body_count,) wp.transformf array, got {type(body_q).__name__}"
+                + (f" of dtype {body_q.dtype} and shape {body_q.shape}" if isinstance(body_q, wp.array) else "")
+            )
+        if body_q.shape[0] != self._store.body_count:
+            raise ValueError(
+                f"state.body_q: expected {self._store.body_count} bodies (the model's), got {body_q.shape[0]}; pass a "
+                "state of this view's model"
+            )
+        if body_q.device != self._device:
+            raise ValueError(f"state.body_q: lives on {body_q.device}, expected the model's device {self.device}")
+        return body_q
+
+    def _launch(self, key: str, kernel: Any, dim: int, params: list) -> None:
+        """``kernel(*params)`` over ``dim`` through a recorded launch (only the changed parameters are re-packed)."""
+        recorded = self._launches.get(key)
+        if recorded is None:
+            recorded = self._launches[key] = RecordedLaunch(kernel, dim, params, self._device)
+        recorded.launch(dim, params)
+
+    def _rows_params(self, rows: Rows) -> list:
+        indices = rows.indices if rows.kind == INDEXED else self._no_index
+        mask = rows.mask if rows.kind == MASK else self._no_mask
+        return [self._view_node, self.count, int(rows.kind), indices, mask]
+
+    def _publish(self) -> None:
+        """CUDA: copy the status word for the base class's check (calls that can fail: unchecked indices, writes)."""
+        if self._device.is_cuda:
+            self._errors.publish()
+
+    # ---------------------------------------------------------------- reads
+
+    def _read_poses(self, world: bool, rows: Rows, pos_out: wp.array, quat_out: wp.array, offset: wp.quatf) -> None:
+        store = self._store
+        params = [store.local, store.chain, store.anchor, store.body, self._body_q() if world else self._no_bodies,
+                  *self._rows_params(rows), int(world), offset, pos_out, quat_out, self._errors.status]  # fmt: skip
+        self._launch("poses", _read_poses, rows.count, params)
+        if not rows.checked:
+            self._publish()
+
+    def _read_scales(self, world: bool, rows: Rows, scale_out: wp.array) -> None:
+        store = self._store
+        params = [store.local, store.chain, store.anchor, store.body, self._body_q() if world else self._no_bodies,
+                  *self._rows_params(rows), int(world), scale_out, self._errors.status]  # fmt: skip
+        self._launch("scales", _read_scales, rows.count, params)
+        if not rows.checked:
+            self._publish()
+
+    def _read_world_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
+        self._read_poses(True, rows, pos_out, quat_out, _NO_OFFSET)
+
+    def _read_local_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
+        self._read_poses(False, rows, pos_out, quat_out, _NO_OFFSET)
+
+    def _read_world_scales(self, rows: Rows, scale_out: wp.array) -> None:
+        self._read_scales(True, rows, scale_out)
+
+    def _read_local_scales(self, rows: Rows, scale_out: wp.array) -> None:
+        self._read_scales(False, rows, scale_out)
+
+    def _read_world_poses_rotated(self, rows: Rows, pos_out: wp.array, quat_out: wp.array, offset: wp.quatf) -> None:
+        """World poses with each orientation right-multiplied by ``offset`` in the same launch (camera frames)."""
+        self._read_poses(True, rows, pos_out, quat_out, offset)
+
+    # ---------------------------------------------------------------- writes
+
+    def _write(
+        self,
+        rows: Rows,
+        *,
+        in_world: bool,
+        pos: wp.array | None = None,
+        quat: wp.array | None = None,
+        scale: wp.array | None = None,
+    ) -> None:
+        """Stage the rows, solve every written frame against its parent's world matrix after the write, commit all
+        rows or none (three launches, no host round trip)."""
+        store, status = self._store, self._errors.status
+        new_local = self._outputs("newton_new_local", wp.mat44d, rows.count)  # scratch, one row per request row
+        rows_params = self._rows_params(rows)
+        self._launch("stage", _stage_rows, rows.count, [*rows_params, store.req_row, status])
+        body_q = self._body_q() if in_world else self._no_bodies
+        self._launch("solve", _solve_writes, rows.count, [
+            store.local, store.chain, store.anchor, store.body, body_q, *rows_params, store.req_row, int(in_world),
+            int(pos is not None), self._no_vec3 if pos is None else pos,
+            int(quat is not None), self._no_quat if quat is None else quat,
+            int(scale is not None), self._no_vec3 if scale is None else scale,
+            new_local, status,
+        ])  # fmt: skip
+        self._launch("commit", _commit_writes, rows.count,
+                     [new_local, *rows_params, status, store.local, store.req_row])  # fmt: skip
+        self._publish()
+
+    def _write_world_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
+        self._write(rows, in_world=True, pos=pos, quat=quat)
+
+    def _write_local_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
+        self._write(rows, in_world=False, pos=pos, quat=quat)
+
+    def _write_local_scales(self, rows: Rows, scales: wp.array) -> None:
+        self._write(rows, in_world=False, scale=scales)
+
+    # ---------------------------------------------------------------- visibility (host path)
+
+    def _read_visibility(self, rows: np.ndarray | None) -> np.ndarray:
+        """The stage's computed visibility (Newton has none of its own)."""
+        stage = self._store.stage
+        paths = self.prim_paths if rows is None else [self.prim_paths[i] for i in rows.tolist()]
+        invisible = UsdGeom.Tokens.invisible
+        return np.array([UsdGeom.Imageable(stage.GetPrimAtPath(p)).ComputeVisibility() != invisible for p in paths])
+
+    def _write_visibility(self, rows: np.ndarray | None, visible: np.ndarray) -> None:
+        raise NotImplementedError(
+            "NewtonFrameView does not write visibility (it never writes USD, and Newton has no visibility): set it "
+            "through a UsdFrameView or FabricFrameView over the same prims"
+        )
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def _release(self) -> None:
+        self._launches.clear()
+        self._mirror_rows.clear()
+        self._state = None
