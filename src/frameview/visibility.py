@@ -231,15 +231,16 @@ class PxrVisibilityTree:
         from pxr import UsdGeom
 
         out = np.full(len(paths), NO_OPINION, dtype=np.int8)
+        get_prim, imageable, invisible = self._stage.GetPrimAtPath, UsdGeom.Imageable, UsdGeom.Tokens.invisible
+        overrides = self._overrides
         for i, path in enumerate(paths):
-            own = self._overrides.get(path)
+            own = overrides.get(path)
             if own is not None:
                 out[i] = own
                 continue
-            prim = self._stage.GetPrimAtPath(path)
-            if prim and prim.IsA(UsdGeom.Imageable):
-                token = UsdGeom.Imageable(prim).GetVisibilityAttr().Get()
-                out[i] = INVISIBLE if token == UsdGeom.Tokens.invisible else VISIBLE
+            prim = get_prim(path)
+            if prim and prim.IsA(imageable):
+                out[i] = INVISIBLE if prim.GetAttribute(VISIBILITY_ATTR).Get() == invisible else VISIBLE
         return out
 
     def children(self, paths: Sequence[str]) -> list[list[str]]:
