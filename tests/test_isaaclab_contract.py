@@ -588,22 +588,29 @@ def test_exception_in_scope_keeps_the_view_consistent(make_scene: Callable[..., 
 
 
 def test_rejected_flush_unlocks_the_view(make_scene: Callable[..., Scene], device: str) -> None:
-    """A write the backend rejects when the scope flushes (a singular parent) raises on exit, writes nothing and
-    leaves the view unlocked; with an exception already in flight, that exception propagates instead."""
+    """A write the backend rejects when the scope flushes (a singular parent) raises (on exit for host data; device
+    data on CUDA: at the view's next call or check(), as the view's setters), writes nothing and leaves the view
+    unlocked; with an exception already in flight, that exception propagates instead."""
     scene = make_scene(1, parent_scale=(0.0, 1.0, 1.0))
     view = scene.view
     before = local_poses(view)[0]
+    host = np.array([[1.0, 2.0, 3.0]], dtype=np.float32)
     with pytest.raises(ValueError, match="singular"), view.xform_world_space_writer() as w:
-        w.set_poses(positions=vec3f([[1.0, 2.0, 3.0]], device))
+        w.set_poses(positions=host)
+    np.testing.assert_array_equal(local_poses(view)[0], before)
+    with pytest.raises(ValueError, match="singular"):
+        with view.xform_world_space_writer() as w:
+            w.set_poses(positions=vec3f(host, device))
+        view.check()
     np.testing.assert_array_equal(local_poses(view)[0], before)
     with pytest.raises(KeyError, match="boom"), view.xform_world_space_writer() as w:
-        w.set_poses(positions=vec3f([[1.0, 2.0, 3.0]], device))
+        w.set_poses(positions=host)
         raise KeyError("boom")
     np.testing.assert_array_equal(local_poses(view)[0], before)
     view.check()  # nothing left behind on the device
     with view.xform_local_space_writer() as w:
-        w.set_poses(positions=vec3f([[1.0, 2.0, 3.0]], device))
-    np.testing.assert_allclose(local_poses(view)[0], [[1.0, 2.0, 3.0]], atol=ATOL)
+        w.set_poses(positions=vec3f(host, device))
+    np.testing.assert_allclose(local_poses(view)[0], host, atol=ATOL)
 
 
 # ---------------------------------------------------------------- the view's one-write setters
