@@ -701,12 +701,12 @@ class MemoryFabricStage:
     def _sync_visibility(self) -> None:
         """Drop the written opinions that USD edits replaced since the last visibility call."""
         written = self._vis_written
-        for path in self._vis_stale:
+        stale, trees = self._vis_stale, self._vis_stale_trees  # swap first: notices may arrive meanwhile
+        self._vis_stale, self._vis_stale_trees = set(), set()
+        for path in stale:
             written.pop(path, None)
-        self._vis_stale = set()
-        if self._vis_stale_trees:
-            roots = _outermost(self._vis_stale_trees)
-            self._vis_stale_trees = set()
+        if trees:
+            roots = _outermost(trees)
             prefixes = tuple(r.rstrip("/") + "/" for r in roots)
             for path in [p for p in written if p in roots or p.startswith(prefixes)]:
                 del written[path]
