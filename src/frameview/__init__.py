@@ -4,7 +4,7 @@
 Quaternions are xyzw everywhere. Fabric matrices are float64, row-vector, translation in ``m[3, 0:3]``.
 
 Every public name is exported here once; submodules load lazily so that ``import frameview`` stays cheap and
-never imports optional dependencies (ovstage, usdrt, torch, matplotlib).
+never imports optional dependencies (ovstage, usdrt, newton, torch, matplotlib).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ _LAZY_IMPORTS: dict[str, str] = {
     "BaseFrameView": ".base",
     "UsdFrameView": ".usd",
     "FabricFrameView": ".fabric.view",
+    "NewtonFrameView": ".newton",
     "FrameViewCfg": ".config",
     "make_frame_view": ".config",
     "register_backend": ".config",
@@ -59,6 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see the real names
     from .config import FrameViewCfg, available_backends, make_frame_view, register_backend
     from .distributed import GatheredPoses, all_gather_poses, rank_device
     from .fabric.view import FabricFrameView
+    from .newton import NewtonFrameView
     from .paths import PrimTree, resolve_prim_paths
     from .scene_data.mapping import create_mapping
     from .scene_data.provider import SceneDataProvider
