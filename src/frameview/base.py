@@ -638,7 +638,10 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
                 raise TypeError(f"mask: expected a Warp array of dtype wp.bool, got {mask.dtype}")
             if mask.shape != (self.count,):
                 raise ValueError(f"mask: expected shape ({self.count},), got {mask.shape}")
-            return mask if mask.device == self._device else wp.clone(mask, device=self._device)
+            if mask.device == self._device:
+                return mask
+            _wait_for_producer(mask)
+            return wp.clone(mask, device=self._device)
         host = np.asarray(mask)
         if host.dtype != np.bool_:
             raise TypeError(f"mask: expected booleans, got dtype {host.dtype} (for view indices pass indices=...)")
@@ -747,6 +750,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
             host = arr.numpy()[select.numpy()]
             arr = wp.array(host, dtype=wp.float32, device=self._device)
         elif str(arr.device) != str(self._device):
+            _wait_for_producer(arr)
             arr = wp.clone(arr, device=self._device)
         if not from_host and not self._device_rows:
             status = self._errors.status
@@ -818,6 +822,14 @@ _FIRST_ARGUMENT = {
     "set_world_scales": "scales",
 }
 """The non-orientation argument of each setter, named in device-side value errors."""
+
+
+def _wait_for_producer(array: wp.array) -> None:
+    """Before copying an input that lives on another GPU: wait until that device finished producing it (whatever
+    stream, Warp's or torch's, wrote it). A host wait, on the cross-device path only: pass inputs on the view's own
+    device to keep the reset path free of host round trips."""
+    if array.device.is_cuda:
+        wp.synchronize_device(array.device)
 
 
 def _torch_index_dtypes() -> tuple:
