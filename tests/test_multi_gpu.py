@@ -213,11 +213,6 @@ def _slow_fill(
         out[i] = result
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="reported: a cross-device input is copied on the view's stream without waiting for the stream that "
-    "produced it on the other device (base.py _coerce_rows / _mask_to_device use wp.clone)",
-)
 def test_inputs_from_the_other_device_wait_for_their_producer(sims: list[Sim]) -> None:
     """Positions still being written by a kernel on cuda:0 are read by the cuda:1 view only once that kernel ends."""
     sim = sims[1]
