@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """A minimal multi-env loop driven by an env config: move robots every step, reset random envs, read their cameras.
 
-The FrameView backend comes from the config's ``frame_view:`` section, so the same env runs on ``usd`` or ``fabric``
-by changing one field::
+The FrameView backend comes from the config's ``frame_view:`` section, so the same env runs on ``usd``, ``fabric``
+or ``newton`` by changing one field::
 
     python examples/reset_env.py                                   # examples/env_config.yaml as is (fabric)
     python examples/reset_env.py --set frame_view.backend=usd      # the pxr reference backend
+    python examples/reset_env.py --set frame_view.backend=newton   # Newton's frames (frameview[newton])
     python examples/reset_env.py --envs 8192 --steps 20 --dump poses.npy
     python examples/reset_env.py --set frame_view.device=cuda:0 --set env.reset_probability=0.5
 
@@ -194,6 +195,21 @@ def robot_poses(origins: np.ndarray, phase: np.ndarray, radius: np.ndarray) -> t
     return pos.astype(np.float32), quat.astype(np.float32)
 
 
+def backend_args(view_cfg: fv.FrameViewCfg) -> dict[str, Any]:
+    """What the backend needs beside the stage: for ``newton``, a Newton model and its state.
+
+    The robots here are moved by the env, not simulated, so the model has no bodies: every prim is a frame fixed in
+    the world and robot writes carry the cameras, as on the other backends. examples/newton_cameras.py has cameras on
+    simulated bodies.
+    """
+    if view_cfg.backend != "newton":
+        return {}
+    import newton  # frameview[newton]
+
+    model = newton.ModelBuilder().finalize(device=view_cfg.device)
+    return {"model": model, "state": model.state()}
+
+
 # ---------------------------------------------------------------- the loop
 
 
@@ -224,9 +240,10 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     robot_cfg = dataclasses.replace(view_cfg, prim_path=scene["robot_prim_path"])
     with contextlib.ExitStack() as views:  # closes every view built so far on every path, errors included
         t0 = time.perf_counter()
-        robots = fv.make_frame_view(robot_cfg, stage)
+        extra = backend_args(view_cfg)
+        robots = fv.make_frame_view(robot_cfg, stage, **extra)
         views.callback(robots.close)
-        cameras = fv.make_frame_view(view_cfg, stage)
+        cameras = fv.make_frame_view(view_cfg, stage, **extra)
         views.callback(cameras.close)
         t_views = time.perf_counter() - t0
         if robots.count != num_envs or cameras.count != num_envs:
