@@ -86,3 +86,14 @@ def gather_across_ranks(cams: fv.FabricFrameView) -> None:
         assert_type(gathered.offsets, tuple[int, ...])
         for _pos, _quat in gathered.per_rank():
             pass
+
+
+def newton_frames(stage: Any, model: Any, state: Any, fabric: fv.FabricFrameView) -> None:
+    with fv.NewtonFrameView("/World/envs/env_.*/Camera", stage=stage, model=model, state=lambda: state) as cams:
+        assert_type(cams, fv.NewtonFrameView)
+        pos, _quat = cams.get_world_poses(indices=[0, 2])
+        assert_type(pos, wp.array)
+        assert_type(cams.backend, str)
+        cams.mirror_to(fabric)
+    cfg = fv.FrameViewCfg(prim_path="/World/envs/env_.*/Camera", backend="newton")
+    assert_type(fv.make_frame_view(cfg, stage, model=model, state=state), fv.BaseFrameView)
