@@ -152,7 +152,7 @@ class UsdrtFabricStage:
     # ---------------------------------------------------------------- FabricStage protocol
 
     def is_alive(self) -> bool:
-        if self._owner is not None and self._owner() is None:
+        if self._owner is not None and not self._owner():  # gone, or an expired (falsy) pxr stage
             return False
         try:
             return bool(self.rt_stage.GetPseudoRoot().IsValid())
@@ -160,19 +160,34 @@ class UsdrtFabricStage:
             return False
 
     def _ensure_matrices(self, prim: Any) -> bool:
-        """Whether ``prim`` carries Fabric world/local matrices; an xformable USD prim without them gets them from
-        USD first (``SetLocalXformFromUsd`` / ``SetWorldXformFromUsd``, as Kit's Fabric Scene Delegate does)."""
+        """Whether ``prim`` carries Fabric world/local matrices. An xformable prim without them (no Fabric Scene
+        Delegate) gets them, filled with its USD local and world transforms from the pxr stage (pxr
+        ``UsdGeom.XformCache``). ``SetLocalXformFromUsd`` / ``SetWorldXformFromUsd`` are not used: they fill the
+        OmniHydra attributes (``_localMatrix``, ``_worldPosition``...), not ``omni:fabric:*Matrix``, which would keep
+        their creation value (a wrong pose, silently). Without a pxr stage (a usdrt stage handed over directly) such
+        a prim counts as missing."""
         if self._carries_matrices(prim):
             return True
         usdrt = _usdrt()
+        pxr_stage = self._owner() if self._owner is not None else None
+        if not pxr_stage:
+            return False
         try:
             if not prim.IsA(usdrt.UsdGeom.Xformable):
                 return False
+            from pxr import Usd, UsdGeom
+
+            source = pxr_stage.GetPrimAtPath(str(prim.GetPath()))
+            if not source.IsValid():
+                return False
+            cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+            local = np.array(cache.GetLocalTransformation(source)[0], dtype=np.float64)
+            world = np.array(cache.GetLocalToWorldTransform(source), dtype=np.float64)
             xformable = usdrt.Rt.Xformable(prim)
             xformable.CreateFabricHierarchyWorldMatrixAttr()
             xformable.CreateFabricHierarchyLocalMatrixAttr()
-            xformable.SetLocalXformFromUsd()
-            xformable.SetWorldXformFromUsd()
+            self._set_matrix(prim, LOCAL_MATRIX, local)
+            self._set_matrix(prim, WORLD_MATRIX, world)
         except (AttributeError, RuntimeError, TypeError):
             logger.debug("usdrt: could not author Fabric matrices on %s", prim.GetPath(), exc_info=True)
             return False
