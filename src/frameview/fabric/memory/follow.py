@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._rows import STATUS_OK
+from ..._rows import STATUS_OK
 
 __all__ = ["FollowPlan", "follow_written"]
 
