@@ -1,0 +1,374 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Kernels of :class:`~frameview.fabric.view.FabricFrameView`: pose and scale reads over a selection (all rows, a
+mask, or indices through the inverted tag column), request staging, and the write solve and commit.
+
+They take fabric arrays, arrays and counts; they know nothing of stages or views.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import warp as wp
+
+from .._rows import (
+    CODE_INDEX_DUPLICATE,
+    CODE_INDEX_RANGE,
+    CODE_QUAT_NOT_FINITE,
+    CODE_RESULT_NOT_FINITE,
+    CODE_SHEAR,
+    CODE_SINGULAR_PARENT,
+    CODE_VALUE_NOT_FINITE,
+    CODE_ZERO_QUATERNION,
+    STATUS_OK,
+    failed,
+    report,
+)
+from ..kernels.transforms import (
+    WRITE_NOT_FINITE,
+    WRITE_SHEAR,
+    WRITE_SINGULAR_PARENT,
+    decompose_matrix,
+    solve_local,
+)
+
+_IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
+_STATUS_OK = wp.constant(STATUS_OK)
+_ANCHOR = wp.constant(-2)
+"""``node_parent`` of a node whose Fabric world matrix is read as is (the write cannot move it)."""
+_NAN = wp.constant(float("nan"))
+_NO_OFFSET = wp.quatf(0.0, 0.0, 0.0, 1.0)
+
+
+@wp.func
+def _pose_of(m: wp.mat44d, offset: wp.quatf):
+    """Position and xyzw orientation (times ``offset``, unit, ``w >= 0``) of a matrix."""
+    t, q, _s = decompose_matrix(m)
+    r = wp.normalize(q * wp.quatd(offset))
+    if r[3] < wp.float64(0.0):
+        r = -r
+    return wp.vec3f(t), wp.quatf(r)
+
+
+@wp.kernel(enable_backward=False)
+def _scatter_poses(
+    # inputs
+    tags: wp.fabricarray(dtype=wp.uint32),
+    mats: wp.fabricarray(dtype=wp.mat44d),
+    offset: wp.quatf,
+    # outputs
+    pos_out: wp.array(dtype=wp.vec3f),
+    quat_out: wp.array(dtype=wp.quatf),
+):
+    """Full read, no slot table needed: row ``tag[slot]`` is ``decompose(mats[slot])`` (rotation times ``offset``)."""
+    slot = wp.tid()
+    i = int(tags[slot])
+    p, q = _pose_of(mats[slot], offset)
+    pos_out[i] = p
+    quat_out[i] = q
+
+
+@wp.kernel(enable_backward=False)
+def _scatter_poses_masked(
+    # inputs
+    tags: wp.fabricarray(dtype=wp.uint32),
+    mats: wp.fabricarray(dtype=wp.mat44d),
+    mask: wp.array(dtype=wp.bool),
+    offset: wp.quatf,
+    # outputs
+    pos_out: wp.array(dtype=wp.vec3f),
+    quat_out: wp.array(dtype=wp.quatf),
+):
+    """Masked read: like the full read, only rows whose ``mask`` is set."""
+    slot = wp.tid()
+    i = int(tags[slot])
+    if mask[i]:
+        p, q = _pose_of(mats[slot], offset)
+        pos_out[i] = p
+        quat_out[i] = q
+
+
+@wp.kernel(enable_backward=False)
+def _gather_poses(
+    # inputs
+    mats: wp.fabricarray(dtype=wp.mat44d),
+    slots: wp.array(dtype=wp.int32),
+    count: int,
+    offset: wp.quatf,
+    indices: wp.array(dtype=wp.int32),
+    # outputs
+    pos_out: wp.array(dtype=wp.vec3f),
+    quat_out: wp.array(dtype=wp.quatf),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """Indexed read: row ``k`` is view prim ``indices[k]``; an index out of range gives NaN and is reported."""
+    k = wp.tid()
+    i = indices[k]
+    if i < 0 or i >= count:
+        pos_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
+        quat_out[k] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
+        if not failed(status_out):
+            report(status_out, k, CODE_INDEX_RANGE)
+        return
+    p, q = _pose_of(mats[slots[i]], offset)
+    pos_out[k] = p
+    quat_out[k] = q
+
+
+@wp.kernel(enable_backward=False)
+def _scatter_scales(
+    # inputs
+    tags: wp.fabricarray(dtype=wp.uint32),
+    mats: wp.fabricarray(dtype=wp.mat44d),
+    mask: wp.array(dtype=wp.bool),
+    use_mask: int,
+    # outputs
+    scale_out: wp.array(dtype=wp.vec3f),
+):
+    """Full (or masked) read of scales: ``scale_out[tag[slot]] = scale(mats[slot])``."""
+    slot = wp.tid()
+    i = int(tags[slot])
+    if use_mask != 0:  # noqa: SIM102 - Warp does not short-circuit: mask is empty when use_mask == 0
+        if not mask[i]:
+            return
+    _t, _q, s = decompose_matrix(mats[slot])
+    scale_out[i] = wp.vec3f(s)
+
+
+@wp.kernel(enable_backward=False)
+def _gather_scales(
+    # inputs
+    mats: wp.fabricarray(dtype=wp.mat44d),
+    slots: wp.array(dtype=wp.int32),
+    count: int,
+    indices: wp.array(dtype=wp.int32),
+    # outputs
+    scale_out: wp.array(dtype=wp.vec3f),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """Indexed read of scales (NaN and a report for an index out of range)."""
+    k = wp.tid()
+    i = indices[k]
+    if i < 0 or i >= count:
+        scale_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
+        if not failed(status_out):
+            report(status_out, k, CODE_INDEX_RANGE)
+        return
+    _t, _q, s = decompose_matrix(mats[slots[i]])
+    scale_out[k] = wp.vec3f(s)
+
+
+@wp.kernel(enable_backward=False)
+def _stage_indices(
+    # inputs
+    indices: wp.array(dtype=wp.int32),
+    count: int,
+    # outputs
+    req_row_out: wp.array(dtype=wp.int32),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """``req_row_out[indices[k]] = k`` (filled with -1 before); an index out of range or given twice is reported."""
+    k = wp.tid()
+    if failed(status_out):
+        return
+    i = indices[k]
+    if i < 0 or i >= count:
+        report(status_out, k, CODE_INDEX_RANGE)
+        return
+    if wp.atomic_exch(req_row_out, i, k) != -1:
+        report(status_out, k, CODE_INDEX_DUPLICATE)
+
+
+@wp.kernel(enable_backward=False)
+def _clear_rows(
+    # outputs
+    req_row_out: wp.array(dtype=wp.int32),
+):
+    """``req_row_out[i] = -1``: nothing requested yet."""
+    req_row_out[wp.tid()] = -1
+
+
+@wp.kernel(enable_backward=False)
+def _stage_mask(
+    # inputs
+    mask: wp.array(dtype=wp.bool),
+    # outputs
+    req_row_out: wp.array(dtype=wp.int32),
+):
+    """``req_row_out[i] = i`` where ``mask[i]``, else -1."""
+    i = wp.tid()
+    if mask[i]:
+        req_row_out[i] = i
+    else:
+        req_row_out[i] = -1
+
+
+@wp.func
+def _request_ok(
+    r: int,
+    set_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    set_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    set_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """Check the request row ``r`` (non-finite values, zero quaternion); report and return False when bad."""
+    ok = True
+    if set_pos != 0:
+        for a in range(3):
+            if not wp.isfinite(pos[r][a]):
+                ok = False
+    if set_scale != 0:
+        for a in range(3):
+            if not wp.isfinite(scale[r][a]):
+                ok = False
+    if not ok:
+        report(status_out, r, CODE_VALUE_NOT_FINITE)
+    if set_quat != 0:
+        q = quat[r]
+        finite = True
+        for a in range(4):
+            if not wp.isfinite(q[a]):
+                finite = False
+        if not finite:
+            report(status_out, r, CODE_QUAT_NOT_FINITE)
+            ok = False
+        elif q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3] < 1.0e-12:
+            report(status_out, r, CODE_ZERO_QUATERNION)
+            ok = False
+    return ok
+
+
+@wp.func
+def _solve_row(
+    local: wp.mat44d,
+    parent_world: wp.mat44d,
+    r: int,
+    in_world: int,
+    set_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    set_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    set_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+):
+    t = wp.vec3d()
+    q = wp.quatd(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))
+    s = wp.vec3d()
+    if set_pos != 0:
+        t = wp.vec3d(pos[r])
+    if set_quat != 0:
+        q = wp.quatd(quat[r])
+    if set_scale != 0:
+        s = wp.vec3d(scale[r])
+    return solve_local(local, parent_world, in_world, set_pos, t, set_quat, q, set_scale, s)
+
+
+@wp.kernel(enable_backward=False)
+def _solve_writes(
+    # inputs
+    view_local: wp.fabricarray(dtype=wp.mat44d),
+    slots: wp.array(dtype=wp.int32),
+    extra_world: wp.fabricarray(dtype=wp.mat44d),
+    extra_local: wp.fabricarray(dtype=wp.mat44d),
+    extra_slots: wp.array(dtype=wp.int32),
+    node_parent: wp.array(dtype=wp.int32),
+    count: int,
+    indices: wp.array(dtype=wp.int32),
+    use_indices: int,
+    req_row: wp.array(dtype=wp.int32),
+    in_world: int,
+    set_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    set_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    set_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+    # outputs
+    local_out: wp.array(dtype=wp.mat44d),
+    world_out: wp.array(dtype=wp.mat44d),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """New local and world matrix of each written view prim (into view-indexed scratch), nothing written to Fabric.
+
+    A prim's parent world matrix is the one it will have after this write: the chain of nodes above it (view prims,
+    the prims between nested view prims, then an anchor whose world this write cannot move) is composed top-down,
+    solving the written view prims of the chain on the way. O(depth^2) per row in the nesting depth, usually 1.
+    """
+    k = wp.tid()
+    if failed(status_out):
+        return
+    i = k
+    if use_indices != 0:
+        i = indices[k]
+        if i < 0 or i >= count:
+            return
+    r = req_row[i]
+    if r < 0:
+        return
+    if not _request_ok(r, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+        return
+    chain = int(0)
+    n = node_parent[i]
+    while n >= 0:
+        chain += 1
+        n = node_parent[n]
+    pw = _IDENTITY
+    for step in range(chain):
+        node = i
+        for _up in range(chain - step):
+            node = node_parent[node]
+        if node >= count:
+            e = extra_slots[node - count]
+            if node_parent[node] == _ANCHOR:  # noqa: SIM108 - Warp kernels: plain branches
+                pw = extra_world[e]
+            else:
+                pw = extra_local[e] @ pw
+        else:
+            loc = view_local[slots[node]]
+            rr = req_row[node]
+            if rr >= 0:
+                loc, _st = _solve_row(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+            pw = loc @ pw
+    m, status = _solve_row(view_local[slots[i]], pw, r, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+    if status == WRITE_SINGULAR_PARENT:
+        report(status_out, r, CODE_SINGULAR_PARENT)
+    elif status == WRITE_SHEAR:
+        report(status_out, r, CODE_SHEAR)
+    elif status == WRITE_NOT_FINITE:
+        report(status_out, r, CODE_RESULT_NOT_FINITE)
+    local_out[i] = m
+    world_out[i] = m @ pw
+
+
+@wp.kernel(enable_backward=False)
+def _commit_writes(
+    # inputs
+    local_new: wp.array(dtype=wp.mat44d),
+    world_new: wp.array(dtype=wp.mat44d),
+    slots: wp.array(dtype=wp.int32),
+    count: int,
+    indices: wp.array(dtype=wp.int32),
+    use_indices: int,
+    req_row: wp.array(dtype=wp.int32),
+    status: wp.array(dtype=wp.int32),
+    # outputs
+    view_local_out: wp.fabricarray(dtype=wp.mat44d),
+    view_world_out: wp.fabricarray(dtype=wp.mat44d),
+    written_slots_out: wp.array(dtype=wp.int32),
+):
+    """Copy the solved matrices into Fabric, unless any row of the call failed (then nothing is written)."""
+    k = wp.tid()
+    written_slots_out[k] = -1
+    if status[0] != _STATUS_OK:
+        return
+    i = k
+    if use_indices != 0:
+        i = indices[k]
+    if req_row[i] < 0:
+        return
+    s = slots[i]
+    view_local_out[s] = local_new[i]
+    view_world_out[s] = world_new[i]
+    written_slots_out[k] = s
