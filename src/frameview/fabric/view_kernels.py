@@ -41,8 +41,11 @@ _NO_OFFSET = wp.quatf(0.0, 0.0, 0.0, 1.0)
 
 @wp.func
 def _pose_of(m: wp.mat44d, offset: wp.quatf):
-    """Position and xyzw orientation (times ``offset``, unit, ``w >= 0``) of a matrix."""
+    """Position and xyzw orientation (``w >= 0``) of a matrix, the orientation right-multiplied by ``offset`` unless
+    ``offset`` is the identity (plain reads skip the product)."""
     t, q, _s = decompose_matrix(m)
+    if offset[3] == 1.0:  # the identity (a unit quaternion with w == 1): decompose_matrix's q is already canonical
+        return wp.vec3f(t), wp.quatf(q)
     r = wp.normalize(q * wp.quatd(offset))
     if r[3] < wp.float64(0.0):
         r = -r
