@@ -26,6 +26,7 @@ except ImportError as exc:  # usd-core is the optional extra frameview[usd]; Kit
 
 from ._rows import CODE_RESULT_NOT_FINITE, CODE_SHEAR, CODE_SINGULAR_PARENT, STATUS_CODES, Rows
 from .base import BaseFrameView
+from .kernels.requests import solve_request
 from .kernels.transforms import (
     SHEAR_TOLERANCE,
     WRITE_NOT_FINITE,
@@ -35,7 +36,6 @@ from .kernels.transforms import (
     decompose_matrices,
     decompose_matrix,
     shear_error,
-    solve_local,
 )
 from .visibility import INVISIBLE, VISIBLE, PxrVisibilityTree, plan_visibility
 
@@ -78,17 +78,8 @@ def _solve_writes(
     """New local matrix (and its translate/orient/scale) of each written prim: the same :func:`solve_local` as the
     Fabric backend. Row ``j`` reads the request at ``src_rows[j]``; ``sheared_out`` flags a sheared result."""
     j = wp.tid()
-    r = src_rows[j]
-    t = wp.vec3d()
-    q = wp.quatd()
-    sc = wp.vec3d()
-    if set_pos != 0:
-        t = wp.vec3d(pos[r])
-    if set_quat != 0:
-        q = wp.quatd(quat[r])
-    if set_scale != 0:
-        sc = wp.vec3d(scale[r])
-    m, status = solve_local(local[j], parent_world[j], in_world, set_pos, t, set_quat, q, set_scale, sc)
+    m, status = solve_request(local[j], parent_world[j], src_rows[j], in_world, set_pos, pos, set_quat, quat,
+                              set_scale, scale)  # fmt: skip
     local_out[j] = m
     status_out[j] = status
     lt, lq, ls = decompose_matrix(m)

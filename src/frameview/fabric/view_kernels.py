@@ -13,22 +13,19 @@ import warp as wp
 from .._rows import (
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
-    CODE_QUAT_NOT_FINITE,
     CODE_RESULT_NOT_FINITE,
     CODE_SHEAR,
     CODE_SINGULAR_PARENT,
-    CODE_VALUE_NOT_FINITE,
-    CODE_ZERO_QUATERNION,
     STATUS_OK,
     failed,
     report,
 )
+from ..kernels.requests import request_ok, solve_request
 from ..kernels.transforms import (
     WRITE_NOT_FINITE,
     WRITE_SHEAR,
     WRITE_SINGULAR_PARENT,
     decompose_matrix,
-    solve_local,
 )
 
 _IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
@@ -205,69 +202,6 @@ def _stage_mask(
         req_row_out[i] = -1
 
 
-@wp.func
-def _request_ok(
-    r: int,
-    set_pos: int,
-    pos: wp.array(dtype=wp.vec3f),
-    set_quat: int,
-    quat: wp.array(dtype=wp.quatf),
-    set_scale: int,
-    scale: wp.array(dtype=wp.vec3f),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """Check the request row ``r`` (non-finite values, zero quaternion); report and return False when bad."""
-    ok = True
-    if set_pos != 0:
-        for a in range(3):
-            if not wp.isfinite(pos[r][a]):
-                ok = False
-    if set_scale != 0:
-        for a in range(3):
-            if not wp.isfinite(scale[r][a]):
-                ok = False
-    if not ok:
-        report(status_out, r, CODE_VALUE_NOT_FINITE)
-    if set_quat != 0:
-        q = quat[r]
-        finite = True
-        for a in range(4):
-            if not wp.isfinite(q[a]):
-                finite = False
-        if not finite:
-            report(status_out, r, CODE_QUAT_NOT_FINITE)
-            ok = False
-        elif q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3] < 1.0e-12:
-            report(status_out, r, CODE_ZERO_QUATERNION)
-            ok = False
-    return ok
-
-
-@wp.func
-def _solve_row(
-    local: wp.mat44d,
-    parent_world: wp.mat44d,
-    r: int,
-    in_world: int,
-    set_pos: int,
-    pos: wp.array(dtype=wp.vec3f),
-    set_quat: int,
-    quat: wp.array(dtype=wp.quatf),
-    set_scale: int,
-    scale: wp.array(dtype=wp.vec3f),
-):
-    t = wp.vec3d()
-    q = wp.quatd(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))
-    s = wp.vec3d()
-    if set_pos != 0:
-        t = wp.vec3d(pos[r])
-    if set_quat != 0:
-        q = wp.quatd(quat[r])
-    if set_scale != 0:
-        s = wp.vec3d(scale[r])
-    return solve_local(local, parent_world, in_world, set_pos, t, set_quat, q, set_scale, s)
-
-
 @wp.kernel(enable_backward=False)
 def _solve_writes(
     # inputs
@@ -310,7 +244,7 @@ def _solve_writes(
     r = req_row[i]
     if r < 0:
         return
-    if not _request_ok(r, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+    if not request_ok(r, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
         return
     chain = int(0)
     n = node_parent[i]
@@ -332,9 +266,9 @@ def _solve_writes(
             loc = view_local[slots[node]]
             rr = req_row[node]
             if rr >= 0:
-                loc, _st = _solve_row(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+                loc, _st = solve_request(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
             pw = loc @ pw
-    m, status = _solve_row(view_local[slots[i]], pw, r, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+    m, status = solve_request(view_local[slots[i]], pw, r, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
     if status == WRITE_SINGULAR_PARENT:
         report(status_out, r, CODE_SINGULAR_PARENT)
     elif status == WRITE_SHEAR:

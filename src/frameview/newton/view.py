@@ -30,12 +30,9 @@ from .._rows import (
     ALL,
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
-    CODE_QUAT_NOT_FINITE,
     CODE_RESULT_NOT_FINITE,
     CODE_SHEAR,
     CODE_SINGULAR_PARENT,
-    CODE_VALUE_NOT_FINITE,
-    CODE_ZERO_QUATERNION,
     INDEXED,
     MASK,
     STATUS_OK,
@@ -44,13 +41,13 @@ from .._rows import (
     report,
 )
 from ..base import BaseFrameView
+from ..kernels.requests import request_ok, solve_request
 from ..kernels.transforms import (
     WRITE_NOT_FINITE,
     WRITE_SHEAR,
     WRITE_SINGULAR_PARENT,
     compose_matrix,
     decompose_matrix,
-    solve_local,
 )
 from .frames import FrameStore, frame_store
 
@@ -128,63 +125,6 @@ def _pose_of(m: wp.mat44d, offset: wp.quatf):
     if r[3] < wp.float64(0.0):
         r = -r
     return wp.vec3f(t), wp.quatf(r)
-
-
-@wp.func
-def _request_ok(
-    r: int,
-    set_pos: int,
-    pos: wp.array(dtype=wp.vec3f),
-    set_quat: int,
-    quat: wp.array(dtype=wp.quatf),
-    set_scale: int,
-    scale: wp.array(dtype=wp.vec3f),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """Whether request row ``r`` holds finite values and a non-zero quaternion (reported when not)."""
-    ok = True
-    for a in range(3):
-        if set_pos != 0 and not wp.isfinite(pos[r][a]):
-            ok = False
-        if set_scale != 0 and not wp.isfinite(scale[r][a]):
-            ok = False
-    if not ok:
-        report(status_out, r, CODE_VALUE_NOT_FINITE)
-    if set_quat != 0:
-        q = quat[r]
-        if not (wp.isfinite(q[0]) and wp.isfinite(q[1]) and wp.isfinite(q[2]) and wp.isfinite(q[3])):
-            report(status_out, r, CODE_QUAT_NOT_FINITE)
-            ok = False
-        elif q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3] < 1.0e-12:
-            report(status_out, r, CODE_ZERO_QUATERNION)
-            ok = False
-    return ok
-
-
-@wp.func
-def _solve_row(
-    local: wp.mat44d,
-    parent_world: wp.mat44d,
-    r: int,
-    in_world: int,
-    set_pos: int,
-    pos: wp.array(dtype=wp.vec3f),
-    set_quat: int,
-    quat: wp.array(dtype=wp.quatf),
-    set_scale: int,
-    scale: wp.array(dtype=wp.vec3f),
-):
-    """The new local matrix for request row ``r`` and a ``WRITE_*`` status (:func:`solve_local`)."""
-    t = wp.vec3d()
-    q = wp.quatd(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))
-    s = wp.vec3d()
-    if set_pos != 0:
-        t = wp.vec3d(pos[r])
-    if set_quat != 0:
-        q = wp.quatd(quat[r])
-    if set_scale != 0:
-        s = wp.vec3d(scale[r])
-    return solve_local(local, parent_world, in_world, set_pos, t, set_quat, q, set_scale, s)
 
 
 # ---------------------------------------------------------------- kernels
@@ -330,7 +270,7 @@ def _solve_writes(
     i = _view_row(k, kind, indices, mask, count)
     if i < 0:
         return
-    if not _request_ok(k, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+    if not request_ok(k, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
         return
     n = view_node[i]
     pw = _IDENTITY
@@ -349,10 +289,10 @@ def _solve_writes(
             loc = local[node]
             rr = req_row[node]
             if rr >= 0:
-                loc, _st = _solve_row(loc, above, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+                loc, _st = solve_request(loc, above, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
             w = loc @ above
         pw = chain[n] @ w
-    m, status = _solve_row(local[n], pw, k, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+    m, status = solve_request(local[n], pw, k, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
     if status == WRITE_SINGULAR_PARENT:
         report(status_out, k, CODE_SINGULAR_PARENT)
     elif status == WRITE_SHEAR:
