@@ -26,6 +26,7 @@ from ..kernels.transforms import (
     WRITE_SHEAR,
     WRITE_SINGULAR_PARENT,
     decompose_matrix,
+    pose_of,
 )
 
 _IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
@@ -34,19 +35,6 @@ _ANCHOR = wp.constant(-2)
 """``node_parent`` of a node whose Fabric world matrix is read as is (the write cannot move it)."""
 _NAN = wp.constant(float("nan"))
 _NO_OFFSET = wp.quatf(0.0, 0.0, 0.0, 1.0)
-
-
-@wp.func
-def _pose_of(m: wp.mat44d, offset: wp.quatf):
-    """Position and xyzw orientation (``w >= 0``) of a matrix, the orientation right-multiplied by ``offset`` unless
-    ``offset`` is the identity (plain reads skip the product)."""
-    t, q, _s = decompose_matrix(m)
-    if offset[3] == 1.0:  # the identity (a unit quaternion with w == 1): decompose_matrix's q is already canonical
-        return wp.vec3f(t), wp.quatf(q)
-    r = wp.normalize(q * wp.quatd(offset))
-    if r[3] < wp.float64(0.0):
-        r = -r
-    return wp.vec3f(t), wp.quatf(r)
 
 
 @wp.kernel(enable_backward=False)
@@ -62,7 +50,7 @@ def _scatter_poses(
     """Full read, no slot table needed: row ``tag[slot]`` is ``decompose(mats[slot])`` (rotation times ``offset``)."""
     slot = wp.tid()
     i = int(tags[slot])
-    p, q = _pose_of(mats[slot], offset)
+    p, q = pose_of(mats[slot], offset)
     pos_out[i] = p
     quat_out[i] = q
 
@@ -82,7 +70,7 @@ def _scatter_poses_masked(
     slot = wp.tid()
     i = int(tags[slot])
     if mask[i]:
-        p, q = _pose_of(mats[slot], offset)
+        p, q = pose_of(mats[slot], offset)
         pos_out[i] = p
         quat_out[i] = q
 
@@ -109,7 +97,7 @@ def _gather_poses(
         if not failed(status_out):
             report(status_out, k, CODE_INDEX_RANGE)
         return
-    p, q = _pose_of(mats[slots[i]], offset)
+    p, q = pose_of(mats[slots[i]], offset)
     pos_out[k] = p
     quat_out[k] = q
 

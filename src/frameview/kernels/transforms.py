@@ -67,6 +67,19 @@ def compose_matrix(t: wp.vec3d, q: wp.quatd, s: wp.vec3d):
 
 
 @wp.func
+def pose_of(m: wp.mat44d, offset: wp.quatf):
+    """Position and xyzw orientation (``w >= 0``) of a matrix, the orientation right-multiplied by ``offset`` unless
+    ``offset`` is the identity (plain reads skip the product)."""
+    t, q, _s = decompose_matrix(m)
+    if offset[3] == 1.0:  # the identity (a unit quaternion with w == 1): decompose_matrix's q is already canonical
+        return wp.vec3f(t), wp.quatf(q)
+    r = wp.normalize(q * wp.quatd(offset))
+    if r[3] < wp.float64(0.0):
+        r = -r
+    return wp.vec3f(t), wp.quatf(r)
+
+
+@wp.func
 def is_singular(m: wp.mat44d):
     """True when the upper 3x3 of ``m`` cannot be inverted (a zero scale): its volume is negligible against the
     product of its axis lengths."""

@@ -48,6 +48,7 @@ from ..kernels.transforms import (
     WRITE_SINGULAR_PARENT,
     compose_matrix,
     decompose_matrix,
+    pose_of,
 )
 from .frames import FrameStore, frame_store
 
@@ -117,16 +118,6 @@ def _world_matrix(
     return m @ _body_matrix(body_q, body[node])
 
 
-@wp.func
-def _pose_of(m: wp.mat44d, offset: wp.quatf):
-    """Position and xyzw orientation (times ``offset``, unit, ``w >= 0``) of a matrix."""
-    t, q, _s = decompose_matrix(m)
-    r = wp.normalize(q * wp.quatd(offset))
-    if r[3] < wp.float64(0.0):
-        r = -r
-    return wp.vec3f(t), wp.quatf(r)
-
-
 # ---------------------------------------------------------------- kernels
 
 
@@ -166,7 +157,7 @@ def _read_poses(
     m = local[n]
     if world != 0:
         m = _world_matrix(n, local, chain, anchor, body, body_q)
-    p, q = _pose_of(m, offset)
+    p, q = pose_of(m, offset)
     pos_out[k] = p
     quat_out[k] = q
 
