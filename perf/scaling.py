@@ -75,7 +75,6 @@ from _scene import PATTERN, PROVIDERS, Scene, SceneArrays, build_usd_stage, scen
 
 import frameview  # noqa: E402
 from frameview.fabric.stage import LOCAL_MATRIX, WORLD_MATRIX  # noqa: E402
-from frameview.kernels.slots import invert_tag_column  # noqa: E402
 from frameview.kernels.transforms import decompose_matrix  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"  # committed results: written only when asked for by name
@@ -228,49 +227,21 @@ class Timer:
 
 
 class ScopedRebuild:
-    """The scoped slot-table rebuild exactly as FabricFrameView runs it on every access, through the view itself:
-    ``prepare_for_reuse()``, the count check, fabric arrays rebuilt only when buckets changed, and the one
-    ``invert_tag_column`` launch (a recorded launch, replayed as a CUDA graph once buckets are stable).
-
-    It uses the view's private members (``_refresh_one``, ``_launch_recorded``, ``_arrays``): the view keys the
-    parent selection's columns ``"parent:<attribute>"`` and requires the tag, world and local matrices on both.
-    """
+    """The scoped slot-table rebuild exactly as FabricFrameView runs it on every access, through the view's own
+    seam :meth:`FabricFrameView.rebuild_slot_table` (``prepare_for_reuse()``, the count check, fabric arrays rebuilt
+    only when buckets changed, and the one ``invert_tag_column`` launch, replayed as a CUDA graph once buckets are
+    stable)."""
 
     def __init__(self, view: Any, parents: bool) -> None:
         self.view, self.parents = view, parents
-        tag, parent_tag = view.tag_names
-        if parents:
-            self.sel, self.count, self.what = view._parent_sel, len(view.parent_paths), "parents"
-            self.attrs, self.key, self.slots = (
-                (parent_tag, WORLD_MATRIX, LOCAL_MATRIX),
-                "invert_parents",
-                view._parent_slots,
-            )
-            self.prefix = "parent:"
-        else:
-            self.sel, self.count, self.what = view._sel, view.count, "prims"
-            self.attrs, self.key, self.slots = (tag, WORLD_MATRIX, LOCAL_MATRIX), "invert", view._slots
-            self.prefix = ""
+        self.slots, world = view.rebuild_slot_table(parents)
+        self.arrays = {WORLD_MATRIX: world}
 
     def __call__(self) -> None:
-        v = self.view
-        try:
-            v._refresh_one(self.sel, self.count, self.what, self.attrs)
-            tags = v._arrays[self.prefix + self.attrs[0]]
-            v._launch_recorded(self.key, invert_tag_column, self.count, [tags], [self.slots])
-        finally:
-            self.sel.release()
-
-    @property
-    def arrays(self) -> dict[str, Any]:
-        """The world-matrix column the table indexes (for the correctness check)."""
-        return {WORLD_MATRIX: self.view._arrays[self.prefix + WORLD_MATRIX]}
+        self.view.rebuild_slot_table(self.parents)
 
     def selection_size(self) -> int:
-        self.sel.prepare_for_reuse()
-        n = self.sel.count
-        self.sel.release()
-        return n
+        return self.view.selection_size(self.parents)
 
 
 class StageWideRebuild:

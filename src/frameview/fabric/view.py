@@ -234,6 +234,47 @@ class FabricFrameView(BaseFrameView):
         """The provider object (a FabricStage) this view reads and writes."""
         return self._fabric
 
+    # ---------------------------------------------------------------- seams for benchmarks and diagnostics
+
+    def rebuild_slot_table(self, parents: bool = False) -> tuple[wp.array, Any]:
+        """Rebuild the slot table of the view's prims (or of its :attr:`parent_paths`) exactly as every access does:
+        bring the selection up to date, check its count (``RuntimeError`` naming lost prims), rebuild the fabric
+        arrays only if the buckets changed, and launch the one tag-column inversion (recorded; a CUDA graph once the
+        buckets are stable).
+
+        For benchmarks and diagnostics (``perf/scaling.py`` times this call); reads and writes do it themselves.
+
+        Returns:
+            The slot table (``wp.array`` int32, ``table[i]`` is the Fabric slot of row ``i``) and the world-matrix
+            fabric array it indexes. Both belong to the view and stay valid until the stage's buckets change.
+        """
+        self._check_open()
+        with self._fabric.lock:
+            sel, count, what, prefix, tag, slots, key = (
+                (self._parent_sel, len(self._parent_paths), "parents", "parent:", self._parent_tag, self._parent_slots,
+                 "invert_parents")
+                if parents
+                else (self._sel, self.count, "prims", "", self._tag, self._slots, "invert")
+            )  # fmt: skip
+            try:
+                self._refresh_one(sel, count, what, (tag, WORLD_MATRIX, LOCAL_MATRIX))
+                self._launch_recorded(key, invert_tag_column, count, [self._arrays[prefix + tag]], [slots])
+                return slots, self._arrays[prefix + WORLD_MATRIX]
+            finally:
+                sel.release()
+
+    def selection_size(self, parents: bool = False) -> int:
+        """Prims in the view's (or its parents') scoped selection as Fabric sees it now: the view's count when all
+        is well, whatever the size of the stage (benchmarks and diagnostics)."""
+        self._check_open()
+        with self._fabric.lock:
+            sel = self._parent_sel if parents else self._sel
+            try:
+                sel.prepare_for_reuse()
+                return int(sel.count)
+            finally:
+                sel.release()
+
     # ---------------------------------------------------------------- access plumbing
 
     def _refresh(self, parents: bool, write: bool = False) -> None:
@@ -290,18 +331,6 @@ class FabricFrameView(BaseFrameView):
     def _release_selections(self) -> None:
         self._sel.release()
         self._parent_sel.release()
-
-    def _invert(self, parents: bool) -> None:
-        """One (recorded) launch per selection: ``slots[tag[slot]] = slot``."""
-        self._launch_recorded("invert", invert_tag_column, self.count, [self._arrays[self._tag]], [self._slots])
-        if parents and self._parent_paths:
-            self._launch_recorded(
-                "invert_parents",
-                invert_tag_column,
-                len(self._parent_paths),
-                [self._arrays["parent:" + self._parent_tag]],
-                [self._parent_slots],
-            )
 
     def _launch_recorded(self, key: str, kernel: Any, dim: int, inputs: list, outputs: list) -> None:
         """Full-view launches are recorded once per fabric-array rebuild and replayed (cheaper than ``wp.launch``).
