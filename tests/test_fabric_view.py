@@ -352,3 +352,29 @@ def test_indexed_reads_of_varying_sizes_reuse_nothing_stale(device: str) -> None
             np.testing.assert_allclose(view.get_world_poses(rows)[0].numpy(), full_pos[rows], atol=1e-6)
             np.testing.assert_allclose(view.get_world_scales(rows.tolist()).numpy(), full_scale[rows], atol=1e-6)
         np.testing.assert_allclose(view.get_world_poses()[0].numpy(), full_pos, atol=1e-6)
+
+
+@wp.kernel
+def _gather_world(
+    # inputs
+    mats: wp.fabricarray(dtype=wp.mat44d),
+    slots: wp.array(dtype=wp.int32),
+    # outputs
+    out: wp.array(dtype=wp.mat44d),
+):
+    i = wp.tid()
+    out[i] = mats[slots[i]]
+
+
+@pytest.mark.parametrize("parents", [False, True], ids=["prims", "parents"])
+def test_rebuild_slot_table_seam_indexes_each_rows_world_matrix(device: str, parents: bool) -> None:
+    """The benchmark seam: row i of the slot table is the Fabric slot of prim i (or parent i), checked by reading its
+    world matrix through the returned column against pxr's XformCache; the selection size is the view's."""
+    stage = build_env_stage(6, seed=17, filler=300)
+    with fv.FabricFrameView("/World/envs/env_.*/Robot/Camera", stage=stage, device=device) as view:
+        paths = view.parent_paths if parents else view.prim_paths
+        slots, world = view.rebuild_slot_table(parents)
+        out = wp.empty(len(paths), dtype=wp.mat44d, device=device)
+        wp.launch(_gather_world, dim=len(paths), inputs=[world, slots], outputs=[out], device=device)
+        np.testing.assert_allclose(out.numpy(), xform_cache_world(stage, paths), atol=1e-9)
+        assert view.selection_size(parents) == len(paths)
