@@ -119,6 +119,8 @@ class DeviceErrors:
             published: The call's launches already copied the word to :attr:`published` (its graph did).
         """
         if self._device.is_cpu or now:
+            if self._pending:  # an earlier call's error is reported as that call's, not this one's
+                self.poll(wait=True)
             value = int(self.status.numpy()[0])
             if value != STATUS_OK:
                 self._reset()
