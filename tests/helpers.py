@@ -53,6 +53,19 @@ def rotation_to_quat(r: np.ndarray) -> np.ndarray:
     return -q if q[3] < 0 else q
 
 
+def quat_xyzw_to_rotation(q: np.ndarray) -> np.ndarray:
+    """(N, 4) xyzw unit quaternions -> (N, 3, 3) column-vector rotation matrices, float64."""
+    x, y, z, w = q.T
+    return np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], axis=-1),
+            np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], axis=-1),
+            np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], axis=-1),
+        ],
+        axis=1,
+    )
+
+
 def compose(t: Sequence[float], q: Sequence[float], s: Sequence[float]) -> np.ndarray:
     """Row-vector matrix ``scale @ rotate @ translate`` built with Gf (independent of frameview's kernels)."""
     x, y, z, w = (float(v) for v in q)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 import warp as wp
-from contract.conftest import BACKENDS
+from backends import BACKENDS
 from helpers import assert_quats_close, assert_w_nonnegative, compose, decompose_all
 from pxr import Gf, Usd, UsdGeom
 
@@ -81,7 +81,7 @@ class Scene:
 
 @pytest.fixture(params=[pytest.param(name, id=name) for name in ("usd", "fabric", "ovstage", "usdrt")])
 def backend(request: pytest.FixtureRequest) -> str:
-    """The backend under test (a key of the contract suite's BACKENDS)."""
+    """The backend under test (a key of tests/backends.py's BACKENDS)."""
     return request.param
 
 

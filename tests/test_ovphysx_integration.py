@@ -80,18 +80,10 @@ def Xform "World"
 
 def quat_rows(q: np.ndarray) -> np.ndarray:
     """(N, 4) xyzw -> (N, 3, 3) row-vector rotations (rows are the rotated axes), float64."""
+    from helpers import quat_xyzw_to_rotation  # here: the simulation subprocess imports ovphysx before pxr
+
     q = np.asarray(q, dtype=np.float64)
-    q = q / np.linalg.norm(q, axis=1, keepdims=True)
-    x, y, z, w = q.T
-    col = np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], axis=-1),
-            np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], axis=-1),
-            np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], axis=-1),
-        ],
-        axis=1,
-    )
-    return np.transpose(col, (0, 2, 1))
+    return np.transpose(quat_xyzw_to_rotation(q / np.linalg.norm(q, axis=1, keepdims=True)), (0, 2, 1))
 
 
 def rows_quat(r: np.ndarray) -> np.ndarray:

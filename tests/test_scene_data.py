@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import warp as wp
+from helpers import quat_xyzw_to_rotation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pxr import Gf, Sdf
@@ -27,19 +28,6 @@ def reference_mapping(source: list, target: list) -> list[int]:
         s = None if s is None else str(s)
         out.append(target.index(s) if s is not None and s in target else -1)
     return out
-
-
-def quat_xyzw_to_rotation(q: np.ndarray) -> np.ndarray:
-    """(N, 4) xyzw unit quaternions -> (N, 3, 3) column-vector rotation matrices, float64."""
-    x, y, z, w = q.T
-    return np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], axis=-1),
-            np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], axis=-1),
-            np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], axis=-1),
-        ],
-        axis=1,
-    )
 
 
 def compose_fabric(p: np.ndarray, q: np.ndarray, s: np.ndarray) -> np.ndarray:

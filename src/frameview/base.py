@@ -570,20 +570,29 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
             if device_rows is not None:
                 return device_rows
         host = self._indices_to_numpy(indices)
-        if host.size:
-            low, high = int(host.min()), int(host.max())
-            if low < 0:
-                raise IndexError(f"indices: index {low} is negative; expected 0 <= index < count={self.count}")
-            if high >= self.count:
-                raise IndexError(f"indices: index {high} is out of range for a view of count={self.count}")
-            if write and host.size > 1:
-                counts = np.bincount(host.astype(np.intp, copy=False))
-                if counts.max() > 1:
-                    dup = int(np.argmax(counts))
-                    raise ValueError(
-                        f"indices: index {dup} appears {int(counts[dup])} times in a write; expected each index at "
-                        "most once (drop the duplicates and their rows); nothing was written"
-                    )
+        self._check_host_indices(host, write)
+        return self._stage_host_indices(host)
+
+    def _check_host_indices(self, host: np.ndarray, write: bool) -> None:
+        """Bounds of host indices, and (a write) each index at most once."""
+        if not host.size:
+            return
+        low, high = int(host.min()), int(host.max())
+        if low < 0:
+            raise IndexError(f"indices: index {low} is negative; expected 0 <= index < count={self.count}")
+        if high >= self.count:
+            raise IndexError(f"indices: index {high} is out of range for a view of count={self.count}")
+        if write and host.size > 1:
+            counts = np.bincount(host.astype(np.intp, copy=False))
+            if counts.max() > 1:
+                dup = int(np.argmax(counts))
+                raise ValueError(
+                    f"indices: index {dup} appears {int(counts[dup])} times in a write; expected each index at "
+                    "most once (drop the duplicates and their rows); nothing was written"
+                )
+
+    def _stage_host_indices(self, host: np.ndarray) -> Rows:
+        """Checked host indices as int32 :class:`Rows` on the device (through the view's index buffer)."""
         n = host.size
         if n > self._index_buffer.shape[0]:  # more indices than prims (repeated reads): a one-off array
             out = wp.array(np.ascontiguousarray(host, dtype=np.int32), dtype=wp.int32, device=self._device)
@@ -773,38 +782,12 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
 
         Zero-copy when possible."""
         expected = f"(M, {width}) float32/float64"
-        from_host = False
         if isinstance(value, wp.array):
-            from_host = value.device.is_cpu and not (self._device.is_cpu and self._device_rows)
-            if _width(value.dtype) == width and value.ndim == 1 and value.dtype in (wp.vec3f, wp.quatf, wp.vec4f):
-                value = value.view(wp.float32).reshape((value.shape[0], width))
-            elif value.dtype in (wp.vec3d, wp.quatd, wp.vec4d) and value.ndim == 1 and _width(value.dtype) == width:
-                value = value.numpy().astype(np.float32)
-                from_host = True
-            elif value.dtype in (wp.float32, wp.float64) and value.ndim == 2:
-                if value.dtype == wp.float64 or not value.is_contiguous:
-                    value = value.numpy().astype(np.float32)
-                    from_host = True
-            else:
-                raise TypeError(f"{name}: expected {expected} data, got a Warp array of dtype {value.dtype}")
+            value, from_host = self._warp_float32_rows(value, name, width, expected)
         elif _is_torch_tensor(value):
-            if not value.is_floating_point():
-                raise TypeError(f"{name}: expected {expected} data, got a torch tensor of dtype {value.dtype}")
-            from_host = str(value.device) == "cpu"
-            value = value.detach()
-            value = value.to(dtype=sys.modules["torch"].float32).contiguous()
-            if value.ndim != 2 or value.shape[1] != width:
-                raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
-            value = wp.from_torch(value, dtype=wp.float32)
+            value, from_host = _torch_float32_rows(value, name, width, expected)
         else:
-            from_host = True
-            try:
-                host = np.asarray(value)
-            except ValueError as exc:  # ragged nested lists
-                raise ValueError(f"{name}: expected {expected} data, got a ragged {type(value).__name__}") from exc
-            if host.dtype.kind != "f":
-                raise TypeError(f"{name}: expected {expected} data, got dtype {host.dtype}")
-            value = np.ascontiguousarray(host, dtype=np.float32)
+            value, from_host = _host_float32_rows(value, name, expected), True
         if isinstance(value, np.ndarray):
             if value.ndim != 2 or value.shape[1] != width:
                 raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
@@ -812,6 +795,20 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
             value = wp.array(value, dtype=wp.float32, device=device, copy=False)
         if value.ndim != 2 or value.shape[1] != width:
             raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
+        return value, from_host
+
+    def _warp_float32_rows(self, value: wp.array, name: str, width: int, expected: str) -> tuple[Any, bool]:
+        """A Warp array -> (float32 rows: a Warp view or a host copy, whether it came from the host)."""
+        from_host = value.device.is_cpu and not (self._device.is_cpu and self._device_rows)
+        if _width(value.dtype) == width and value.ndim == 1 and value.dtype in (wp.vec3f, wp.quatf, wp.vec4f):
+            value = value.view(wp.float32).reshape((value.shape[0], width))
+        elif value.dtype in (wp.vec3d, wp.quatd, wp.vec4d) and value.ndim == 1 and _width(value.dtype) == width:
+            return value.numpy().astype(np.float32), True
+        elif value.dtype in (wp.float32, wp.float64) and value.ndim == 2:
+            if value.dtype == wp.float64 or not value.is_contiguous:
+                return value.numpy().astype(np.float32), True
+        else:
+            raise TypeError(f"{name}: expected {expected} data, got a Warp array of dtype {value.dtype}")
         return value, from_host
 
 
@@ -830,6 +827,29 @@ def _wait_for_producer(array: wp.array) -> None:
     device to keep the reset path free of host round trips."""
     if array.device.is_cuda:
         wp.synchronize_device(array.device)
+
+
+def _torch_float32_rows(value: Any, name: str, width: int, expected: str) -> tuple[wp.array, bool]:
+    """A torch tensor -> (a float32 wp.array2d over it, whether it came from the host)."""
+    if not value.is_floating_point():
+        raise TypeError(f"{name}: expected {expected} data, got a torch tensor of dtype {value.dtype}")
+    from_host = str(value.device) == "cpu"
+    value = value.detach()
+    value = value.to(dtype=sys.modules["torch"].float32).contiguous()
+    if value.ndim != 2 or value.shape[1] != width:
+        raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
+    return wp.from_torch(value, dtype=wp.float32), from_host
+
+
+def _host_float32_rows(value: Any, name: str, expected: str) -> np.ndarray:
+    """NumPy data or nested sequences -> a contiguous float32 NumPy array."""
+    try:
+        host = np.asarray(value)
+    except ValueError as exc:  # ragged nested lists
+        raise ValueError(f"{name}: expected {expected} data, got a ragged {type(value).__name__}") from exc
+    if host.dtype.kind != "f":
+        raise TypeError(f"{name}: expected {expected} data, got dtype {host.dtype}")
+    return np.ascontiguousarray(host, dtype=np.float32)
 
 
 def _torch_index_dtypes() -> tuple:

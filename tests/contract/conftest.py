@@ -1,72 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
 """Backend factories for the contract suite.
 
-Adding a backend is one entry in :data:`BACKENDS`: a factory ``(prim_path, stage, device) -> view`` that calls
-``pytest.skip`` with a reason when the backend cannot run here. Every contract test then runs against it, on every
-device of the ``device`` fixture (``cpu``, and ``cuda:0`` when present).
+The backends are those of the one registry, tests/backends.py (:data:`backends.BACKENDS`): adding one there is one
+entry, a factory ``(prim_path, stage, device) -> view`` that calls ``pytest.skip`` with a reason when it cannot run
+here. Every contract test then runs against it, on every device of the ``device`` fixture (``cpu``, and ``cuda:0``
+when present).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from backends import BACKENDS, ViewFactory, real_usdrt
 
 import frameview as fv
-
-ViewFactory = Callable[..., fv.BaseFrameView]
-
-
-def make_usd_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv.BaseFrameView:
-    """The pxr reference backend."""
-    return fv.UsdFrameView(prim_path, stage=stage, device=device)
-
-
-def make_fabric_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv.BaseFrameView:
-    """The Fabric backend on the embedded Fabric model (what a pxr stage gets outside Kit)."""
-    return fv.FabricFrameView(prim_path, stage=stage, device=device)
-
-
-def make_ovstage_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv.BaseFrameView:
-    """The Fabric backend over real Fabric (ovstage): the pxr stage is copied into ovstage once per stage."""
-    from ovstage_helpers import OVSTAGE_SKIP_REASON, ovstage_for
-
-    if OVSTAGE_SKIP_REASON:
-        pytest.skip(OVSTAGE_SKIP_REASON)
-    return fv.FabricFrameView(prim_path, stage=ovstage_for(stage), device=device)
-
-
-def _real_usdrt() -> bool:
-    """Whether the usdrt backend runs on Kit's real usdrt (FRAMEVIEW_TEST_PROVIDER=usdrt in Isaac Sim's Python)."""
-    return os.environ.get("FRAMEVIEW_TEST_PROVIDER") == "usdrt"
-
-
-def make_usdrt_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv.BaseFrameView:
-    """The Fabric backend through the usdrt provider: on Kit's Fabric inside Isaac Sim's Python with
-    FRAMEVIEW_TEST_PROVIDER=usdrt, else on the CI stand-in for usdrt (tests/fakes/usdrt_standin.py, installed by the
-    :func:`usdrt_module` fixture)."""
-    if _real_usdrt():
-        pytest.importorskip("usdrt", reason="FRAMEVIEW_TEST_PROVIDER=usdrt, but usdrt is not importable (not in Kit?)")
-    return fv.FabricFrameView(prim_path, stage=stage, device=device, fabric_provider="usdrt")
-
-
-def make_newton_view(prim_path: str | Sequence[str], stage: Any, device: str) -> fv.BaseFrameView:
-    """The Newton backend: the stage's env prims become bodies of a tiny Newton model (one per stage), the viewed
-    prims ride on them (tests/newton_helpers.py)."""
-    from newton_helpers import contract_newton_view
-
-    return contract_newton_view(prim_path, stage, device)
-
-
-BACKENDS: dict[str, Callable[[str | Sequence[str], Any, str], fv.BaseFrameView]] = {
-    "usd": make_usd_view,
-    "fabric": make_fabric_view,
-    "ovstage": make_ovstage_view,
-    "usdrt": make_usdrt_view,
-    "newton": make_newton_view,
-}
 
 
 @pytest.fixture(params=[pytest.param(name, id=name) for name in BACKENDS])
@@ -79,7 +28,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 def usdrt_module(backend: str, device: str) -> Iterator[Any]:
     """For the usdrt backend outside Kit: the usdrt stand-in in ``sys.modules`` for the test and its teardown
     (yields its runtime); ``None`` for other backends and on Kit's real usdrt."""
-    if backend != "usdrt" or _real_usdrt():
+    if backend != "usdrt" or real_usdrt():
         yield None
         return
     from fakes.usdrt_standin import installed

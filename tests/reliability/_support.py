@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
+from backends import PXR_BACKENDS
 from helpers import decompose_all, xform_cache_local, xform_cache_world
 from hypothesis import HealthCheck, settings
 from pxr import Usd
@@ -16,10 +17,8 @@ N = 8
 ROBOTS = "/World/envs/env_.*/Robot"
 CAMERAS = "/World/envs/env_.*/Robot/Camera"
 
-BACKENDS: dict[str, Callable[..., fv.BaseFrameView]] = {
-    "usd": lambda path, stage, device: fv.UsdFrameView(path, stage=stage, device=device),
-    "fabric": lambda path, stage, device: fv.FabricFrameView(path, stage=stage, device=device),
-}
+BACKENDS = PXR_BACKENDS
+"""The suite's backends: ``usd`` and ``fabric`` from the one registry (tests/backends.py)."""
 
 PROPERTY = settings(
     max_examples=50,

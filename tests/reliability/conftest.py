@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fixtures of the reliability suite: every test runs against both backends (``usd``, ``fabric``) and every device."""
+"""Fixtures of the reliability suite: every test runs against both pxr backends of tests/backends.py (``usd``,
+``fabric``) and every device."""
 
 from __future__ import annotations
 

@@ -10,11 +10,12 @@ is no cache to invalidate, and a count mismatch raises instead of reading anothe
 from __future__ import annotations
 
 import contextlib
+import enum
 import itertools
 import logging
 import sys
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -53,24 +54,57 @@ logger = logging.getLogger(__name__)
 _UIDS = itertools.count()
 """Process-wide, monotonic: a dead view's tag name can never satisfy a live view's selection."""
 
-_DEFERRED: list[tuple[Any, tuple[str, ...], str, list[str], str]] = []
-"""(stage ref, prim paths, tag, parent paths, parent tag) of views collected while their stage's lock was held."""
+
+class _Lifecycle(enum.Enum):
+    """Where a :class:`FabricFrameView` stands: only an ``OPEN`` view has tags on the stage to remove."""
+
+    BUILDING = "building"  # until the prims are tagged: nothing to clean up (close() and __del__ do nothing)
+    OPEN = "open"  # tags on the stage: close() removes them, or __del__ does (or defers it) for a dropped view
+    CLOSED = "closed"  # tags removed, or their removal handed to the DeferredTagRemoval
 
 
-def _remove_deferred_tags(fabric: Any) -> None:
-    """Remove the tags of views collected in the middle of an access to ``fabric`` (caller holds its lock, and is
-    not inside an access: no selection of this stage is in use)."""
-    for entry in list(_DEFERRED):
-        target = entry[0]()
-        if target is not None and target is not fabric:
-            continue
-        with contextlib.suppress(ValueError):
-            _DEFERRED.remove(entry)
-        if target is not None and fabric.is_alive():
-            _ref, paths, tag, parent_paths, parent_tag = entry
-            fabric.remove_attribute(paths, tag)
-            if parent_paths:
-                fabric.remove_attribute(parent_paths, parent_tag)
+class DeferredTagRemoval:
+    """The tag removals of views garbage-collected during another access to their stage.
+
+    Removing a view's tags in the middle of an access would move bucket columns under that access, so ``__del__``
+    calls :meth:`defer` instead; the stage's next access (a view's construction, refresh or release, holding the
+    stage's lock and using no selection of it) calls :meth:`flush`. Entries hold the stage weakly: a stage that is
+    gone takes its tags with it.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Callable[[], Any], tuple[str, ...], str, tuple[str, ...], str]] = []
+
+    def defer(
+        self, fabric: Any, paths: tuple[str, ...], tag: str, parent_paths: tuple[str, ...], parent_tag: str
+    ) -> None:
+        """Remove ``tag`` from ``paths`` and ``parent_tag`` from ``parent_paths`` at ``fabric``'s next access."""
+        try:
+            ref: Callable[[], Any] = weakref.ref(fabric)
+        except TypeError:
+            ref = (lambda f: lambda: f)(fabric)
+        self._pending.append((ref, paths, tag, parent_paths, parent_tag))
+
+    def flush(self, fabric: Any) -> None:
+        """Do the removals deferred on ``fabric`` (and drop those of stages that are gone); the caller holds its lock
+        and is not inside an access: no selection of this stage is in use."""
+        if not self._pending:
+            return
+        for entry in list(self._pending):
+            target = entry[0]()
+            if target is not None and target is not fabric:
+                continue
+            with contextlib.suppress(ValueError):
+                self._pending.remove(entry)
+            if target is not None and fabric.is_alive():
+                _ref, paths, tag, parent_paths, parent_tag = entry
+                fabric.remove_attribute(paths, tag)
+                if parent_paths:
+                    fabric.remove_attribute(parent_paths, parent_tag)
+
+
+_DEFERRED_TAGS = DeferredTagRemoval()
+"""Process-wide: one list for every stage (a view collected during an access has no other place to leave it)."""
 
 
 def _node_graph(fabric: Any, paths: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -152,6 +186,21 @@ class FabricFrameView(BaseFrameView):
 
     _device_rows = True
 
+    _state = _Lifecycle.BUILDING
+    """The class default: a view whose construction failed before it tagged its prims has nothing to clean up."""
+
+    @property
+    def _closed(self) -> bool:
+        """BaseFrameView's flag, derived from :attr:`_state`: only an ``OPEN`` view can be used (or closed)."""
+        return self._state is not _Lifecycle.OPEN
+
+    @_closed.setter
+    def _closed(self, closed: bool) -> None:
+        # BaseFrameView sets False in its __init__, before the prims are tagged (the view stays BUILDING until
+        # FabricFrameView.__init__ opens it), and True in close()
+        if closed:
+            self._state = _Lifecycle.CLOSED
+
     def __init__(
         self,
         prim_path: str | Sequence[str],
@@ -162,14 +211,12 @@ class FabricFrameView(BaseFrameView):
     ) -> None:
         from ..paths import resolve_prim_paths
 
-        self._closed = True  # until fully built: __del__ must not try to clean up
         fabric = open_fabric_stage(stage, device, fabric_provider)
         self._lock = fabric.lock  # BaseFrameView runs every public call under it: one lock per stage, no ordering
         with fabric.lock:
-            _remove_deferred_tags(fabric)
+            _DEFERRED_TAGS.flush(fabric)
             paths = resolve_prim_paths(prim_path, stage if _is_pxr_stage(stage) else fabric)
-            super().__init__(prim_path, paths, device=device)
-            self._closed = True
+            super().__init__(prim_path, paths, device=device)  # the view stays BUILDING
             if str(wp.get_device(fabric.device)) != self.device:
                 raise ValueError(f"device: the Fabric stage lives on {fabric.device!r}, the view asks for {device!r}")
             missing = fabric.missing_prims(self.prim_paths)
@@ -185,7 +232,7 @@ class FabricFrameView(BaseFrameView):
             self._parent_tag = f"frameview:{self._uid}:parentIndex"
             self._parent_paths = extras
             fabric.set_uint_attribute(self.prim_paths, self._tag, np.arange(self.count, dtype=np.uint32))
-            self._closed = False  # tags are on the stage from here: close() must remove them
+            self._state = _Lifecycle.OPEN  # tags are on the stage from here: close() must remove them
             if self._parent_paths:
                 fabric.set_uint_attribute(
                     self._parent_paths, self._parent_tag, np.arange(len(self._parent_paths), dtype=np.uint32)
@@ -286,8 +333,7 @@ class FabricFrameView(BaseFrameView):
         fabric = self._fabric
         if not fabric.is_alive():
             raise RuntimeError(f"{self!r}: its stage was released; create the view again on a live stage")
-        if _DEFERRED:
-            _remove_deferred_tags(fabric)
+        _DEFERRED_TAGS.flush(fabric)
         self._refresh_one(self._sel, self.count, "prims", (self._tag, WORLD_MATRIX, LOCAL_MATRIX), write)
         if parents and self._parent_paths:
             attrs = (self._parent_tag, WORLD_MATRIX, LOCAL_MATRIX)
@@ -588,14 +634,14 @@ class FabricFrameView(BaseFrameView):
         if not fabric.is_alive():
             return
         with fabric.lock:
-            _remove_deferred_tags(fabric)
+            _DEFERRED_TAGS.flush(fabric)
             fabric.remove_attribute(self.prim_paths, self._tag)
             if self._parent_paths:
                 fabric.remove_attribute(self._parent_paths, self._parent_tag)
 
     def __del__(self, _sys: Any = sys) -> None:
         # Shutdown-safe: nothing runs during interpreter finalisation (Fabric dies with the process anyway).
-        if _sys.is_finalizing() or getattr(self, "_closed", True):
+        if _sys.is_finalizing() or self._state is not _Lifecycle.OPEN:
             return
         try:
             lock = self._fabric.lock
@@ -608,12 +654,8 @@ class FabricFrameView(BaseFrameView):
                     "go at the stage's next access; call close() or use 'with' to release them deterministically",
                     self,
                 )
-                self._closed = True
-                try:
-                    ref = weakref.ref(self._fabric)
-                except TypeError:
-                    ref = (lambda f: lambda: f)(self._fabric)
-                _DEFERRED.append((ref, self.prim_paths, self._tag, self._parent_paths, self._parent_tag))
+                self._state = _Lifecycle.CLOSED
+                _DEFERRED_TAGS.defer(self._fabric, self.prim_paths, self._tag, self._parent_paths, self._parent_tag)
                 return
             lock.release()
             logger.warning(
