@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 import warp as wp
-from scaling import machine_info  # one machine description for every perf script
+from harness.machine import machine_info  # one machine description for every perf script
 
 import frameview as fv
 

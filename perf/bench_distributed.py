@@ -2,8 +2,8 @@
 """The reset benchmark across processes: one rank per GPU (or CPU rank), each with its own scene slice, joined by
 torch.distributed (NCCL on GPUs, gloo on the CPU).
 
-Each rank builds ``--envs`` envs (perf/_scene.py, embedded Fabric model) on ``cuda:<local rank>`` or the CPU, checks
-one reset against float64 truth, then times, all ranks at once (a barrier before each row), the reset loop of
+Each rank builds ``--envs`` envs (perf/harness/scenes.py, embedded Fabric model) on ``cuda:<local rank>`` or the CPU,
+checks one reset against float64 truth, then times, all ranks at once (a barrier before each row), the reset loop of
 perf/bench_reset.py and the gathers:
 
 - ``reset_write``: ``robots.set_world_poses`` of ``--reset`` envs (device data and int32 device indices);
@@ -56,8 +56,8 @@ import numpy as np
 import warp as wp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _scene import PROVIDERS, scene_arrays
 from bench_reset import _check_reset, _quat_rows
+from harness.scenes import PROVIDERS, scene_arrays
 
 import frameview as fv
 

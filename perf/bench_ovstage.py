@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Benchmark the ovstage provider (real Fabric, no Kit) against the embedded Fabric model on the same scene.
 
-The scene is the scaling harness's (:mod:`_scene`): N envs of ``env_i/Robot/Camera`` plus filler Xforms up to
+The scene is the scaling harness's (:mod:`harness.scenes`): N envs of ``env_i/Robot/Camera`` plus filler Xforms up to
 ``--stage-prims`` prims. The memory model is built from the arrays (``MemoryFabricStage.from_arrays``); the ovstage
 stage is populated from the same scene authored in pxr and exported to a USDA string. A FabricFrameView over the N
 cameras (``/World/envs/env_.*/Robot/Camera``) is measured on both providers:
@@ -20,7 +20,7 @@ cameras (``/World/envs/env_.*/Robot/Camera``) is measured on both providers:
   multi-bucket fabric array).
 - ``close``: remove both tags (N children + N parents).
 
-Timing: ``scaling.Timer`` (``wp.synchronize_device()`` around every clock read, one warm-up excluded, GC off,
+Timing: ``harness.timing.Timer`` (``wp.synchronize_device()`` around every clock read, one warm-up excluded, GC off,
 median / min / max over up to ``--reps`` reps or ``--budget-s`` per metric). Every read is checked against the
 scene's float64 truth. Rows go to ``perf/out/ovstage_<device>.json`` (git-ignored); ``--out`` names another file,
 e.g. the committed ``perf/results/ovstage_cpu.json``.
@@ -48,8 +48,10 @@ import warp as wp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _scene import PATTERN, SceneArrays, build_usd_stage, scene_arrays
-from scaling import ScopedRebuild, Timer, check_poses, machine_info
+from harness.baselines import ScopedRebuild
+from harness.machine import machine_info
+from harness.scenes import PATTERN, SceneArrays, build_usd_stage, check_poses, scene_arrays
+from harness.timing import Timer
 
 import frameview
 from frameview import FabricFrameView, resolve_prim_paths
@@ -201,13 +203,15 @@ def measure(
                     rows.append(row(key, "selection_size", child.selection_size()))
                 rows.append(row(key, f"slot_rebuild{suffix}", timer(child)))
                 rows.append(row(key, f"slot_rebuild_parents{suffix}", timer(parent)))
-            v._arrays.clear()
-            v._launches.clear()
+            if provider == "ovstage":  # the column mode changed: a fresh view builds its fabric arrays in the new one
+                v.close()
+                v = view()
             rows.append(row(key, f"get_world_poses{suffix}", timer(v.get_world_poses)))
             pos, quat = v.get_world_poses()
             checks.append(check_poses(arrays, pos.numpy(), quat.numpy(), f"{provider}{suffix} {arrays.envs}"))
             idx = wp.array(np.arange(0, v.count, 2, dtype=np.int32), dtype=wp.int32, device=device)
-            rows.append(row(key, f"get_world_poses_indexed{suffix}", timer(lambda idx=idx: v.get_world_poses(idx))))
+            indexed = timer(lambda idx=idx, v=v: v.get_world_poses(idx))
+            rows.append(row(key, f"get_world_poses_indexed{suffix}", indexed))
             rows.append(row(key, f"get_local_poses{suffix}", timer(v.get_local_poses)))
             log(f"{provider}{suffix} {arrays.envs}: get_world_poses {rows[-3]['median_s'] * 1e3:.2f} ms")
         if provider == "ovstage":

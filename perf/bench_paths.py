@@ -37,8 +37,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.machine import machine_info  # one machine description for every perf script
 from pxr import Sdf, Usd
-from scaling import machine_info  # one machine description for every perf script
 
 import frameview
 from frameview import resolve_prim_paths

@@ -2,8 +2,8 @@
 """The reset path, measured as users run it: write the robots of the reset envs (their cameras follow), then read
 those cameras.
 
-Scene (perf/_scene.py): ``envs`` envs, each ``env_i/Robot/Camera`` plus filler prims, in the embedded Fabric model
-(or ovstage). Two views through the public API only: ``robots`` (``/World/envs/env_.*/Robot``, whose cameras are
+Scene (perf/harness/scenes.py): ``envs`` envs, each ``env_i/Robot/Camera`` plus filler prims, in the embedded Fabric
+model (or ovstage). Two views through the public API only: ``robots`` (``/World/envs/env_.*/Robot``, whose cameras are
 children) and ``cameras`` (``/World/envs/env_.*/Robot/Camera``). Every time is a median over repetitions, each
 ending in ``wp.synchronize_device`` (so it includes the GPU work), after warm-up calls. Rows:
 
@@ -38,7 +38,7 @@ import numpy as np
 import warp as wp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _scene import PROVIDERS, scene_arrays
+from harness.scenes import PROVIDERS, scene_arrays
 
 import frameview as fv
 

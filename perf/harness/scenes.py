@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from .console import note
+
 PATTERN = "/World/envs/env_.*/Robot/Camera"
 """The view's prim path pattern."""
 
@@ -289,3 +291,16 @@ def _row_rotations_to_quats(r: np.ndarray) -> np.ndarray:
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     q[q[:, 3] < 0] *= -1.0
     return q
+
+
+def check_poses(arrays: SceneArrays, pos: np.ndarray, quat: np.ndarray, what: str) -> dict:
+    """Compare camera world poses to the float64 truth of the scene arrays."""
+    world = arrays.camera_world()
+    rot = world[:, :3, :3] / np.linalg.norm(world[:, :3, :3], axis=2)[:, :, None]
+    q_ref = _row_rotations_to_quats(rot)
+    pos_err = float(np.abs(pos - world[:, 3, :3]).max())
+    quat_err = float((1.0 - np.abs(np.sum(quat * q_ref, axis=1))).max())
+    ok = pos_err < 1e-3 and quat_err < 1e-5
+    if not ok:
+        note(f"{what}: world poses differ from the float64 truth (pos {pos_err:.2e}, quat {quat_err:.2e})")
+    return {"what": what, "max_pos_err": pos_err, "max_quat_err": quat_err, "ok": ok}
