@@ -106,14 +106,37 @@ def _lost_state(prim: Usd.Prim) -> str | None:
 
 def _rotation_for_scale(local: np.ndarray, scale: np.ndarray) -> np.ndarray | None:
     """xyzw ``q`` with ``rotate(q) @ scale`` equal to the upper 3x3 of ``local`` (row-vector: row ``i`` is axis ``i``
-    times ``scale[i]``), or None when dividing out ``scale`` leaves no proper rotation."""
-    if np.any(np.abs(scale) < 1e-12):
+    times ``scale[i]``), or None when dividing out ``scale`` leaves no proper rotation. Plain float math: it runs once
+    per written prim."""
+    sx, sy, sz = (float(v) for v in scale)
+    if min(abs(sx), abs(sy), abs(sz)) < 1e-12:
         return None
-    rot = local[:3, :3] / scale[:, None]
-    if np.abs(rot @ rot.T - np.eye(3)).max() > 1e-6 or np.linalg.det(rot) <= 0.0:
+    (a, b, c), (d, e, f), (g, h, i) = (row[:3] for row in local[:3].tolist())
+    a, b, c, d, e, f, g, h, i = a / sx, b / sx, c / sx, d / sy, e / sy, f / sy, g / sz, h / sz, i / sz
+    rows = ((a, b, c), (d, e, f), (g, h, i))
+    for m in range(3):  # orthonormal rows
+        for n in range(m, 3):
+            dot = sum(rows[m][k] * rows[n][k] for k in range(3))
+            if abs(dot - (1.0 if m == n else 0.0)) > 1e-6:
+                return None
+    if a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g) <= 0.0:
         return None
-    gq = Gf.Matrix3d(*rot.ravel().tolist()).ExtractRotation().GetQuat()
-    out = np.array([*gq.GetImaginary(), gq.GetReal()], dtype=np.float64)
+    # the column-vector rotation is the transpose of the rows: R[r][c] = rows[c][r]
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = a, d, g, b, e, h, c, f, i
+    trace = r00 + r11 + r22
+    if trace > 0.0:
+        t = 2.0 * (trace + 1.0) ** 0.5
+        q = ((r21 - r12) / t, (r02 - r20) / t, (r10 - r01) / t, 0.25 * t)
+    elif r00 > r11 and r00 > r22:
+        t = 2.0 * (1.0 + r00 - r11 - r22) ** 0.5
+        q = (0.25 * t, (r01 + r10) / t, (r02 + r20) / t, (r21 - r12) / t)
+    elif r11 > r22:
+        t = 2.0 * (1.0 + r11 - r00 - r22) ** 0.5
+        q = ((r01 + r10) / t, 0.25 * t, (r12 + r21) / t, (r02 - r20) / t)
+    else:
+        t = 2.0 * (1.0 + r22 - r00 - r11) ** 0.5
+        q = ((r02 + r20) / t, (r12 + r21) / t, 0.25 * t, (r10 - r01) / t)
+    out = np.array(q, dtype=np.float64)
     out /= np.linalg.norm(out)
     return -out if out[3] < 0 else out
 
