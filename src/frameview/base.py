@@ -291,18 +291,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
         if rows.count == 0:
             return pos, quat
         read = self._read_world_poses if space == "world" else self._read_local_poses
-        if rows.kind == MASK and not self._device_rows:
-            idx = self._host_mask_indices(rows)
-            if idx.shape[0]:
-                tmp_pos = self._outputs(f"{space}_pos_masked", wp.vec3f, idx.shape[0])
-                tmp_quat = self._outputs(f"{space}_quat_masked", wp.quatf, idx.shape[0])
-                read(Rows(INDEXED, idx.shape[0], indices=idx), tmp_pos, tmp_quat)
-                wp.launch(scatter_vec3, idx.shape[0], inputs=[tmp_pos, idx], outputs=[pos], device=self._device)
-                wp.launch(scatter_quat, idx.shape[0], inputs=[tmp_quat, idx], outputs=[quat], device=self._device)
-            return pos, quat
-        read(rows, pos, quat)
-        if not rows.checked:  # only unchecked device indices can fail a read
-            self._settle_rows(rows, "read")
+        self._read_rows(read, rows, f"{space}_pose", (pos, quat))
         return pos, quat
 
     @_synchronized
@@ -329,17 +318,25 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
         if rows.count == 0:
             return out
         read = self._read_world_scales if space == "world" else self._read_local_scales
+        self._read_rows(read, rows, f"{space}_scale", (out,))
+        return out
+
+    def _read_rows(self, read: Callable, rows: Rows, name: str, outputs: tuple[wp.array, ...]) -> None:
+        """Run a backend read hook into ``outputs``. A host-bound backend reads a mask's rows by index into scratch
+        buffers and scatters them into the masked rows; only unchecked device indices can fail a read."""
         if rows.kind == MASK and not self._device_rows:
             idx = self._host_mask_indices(rows)
             if idx.shape[0]:
-                tmp = self._outputs(f"{space}_scale_masked", wp.vec3f, idx.shape[0])
-                read(Rows(INDEXED, idx.shape[0], indices=idx), tmp)
-                wp.launch(scatter_vec3, idx.shape[0], inputs=[tmp, idx], outputs=[out], device=self._device)
-            return out
-        read(rows, out)
+                scratch = tuple(self._outputs(f"{name}_masked_{k}", out.dtype, idx.shape[0])
+                                for k, out in enumerate(outputs))  # fmt: skip
+                read(Rows(INDEXED, idx.shape[0], indices=idx), *scratch)
+                for tmp, out in zip(scratch, outputs, strict=True):
+                    kernel = scatter_quat if out.dtype == wp.quatf else scatter_vec3
+                    wp.launch(kernel, idx.shape[0], inputs=[tmp, idx], outputs=[out], device=self._device)
+            return
+        read(rows, *outputs)
         if not rows.checked:
             self._settle_rows(rows, "read")
-        return out
 
     # ---------------------------------------------------------------- setters
 

@@ -40,7 +40,6 @@ from .view_kernels import (
     _gather_poses,
     _gather_scales,
     _scatter_poses,
-    _scatter_poses_masked,
     _scatter_scales,
     _solve_writes,
     _stage_indices,
@@ -428,11 +427,11 @@ class FabricFrameView(BaseFrameView):
                 mats, tags = self._arrays[attr], self._arrays[self._tag]
                 key = (attr, tuple(offset))
                 if rows.kind == ALL:
-                    self._launch_recorded(f"poses:{key}", _scatter_poses, self.count, [tags, mats, offset],
-                                          [pos_out, quat_out])  # fmt: skip
+                    self._launch_recorded(f"poses:{key}", _scatter_poses, self.count,
+                                          [tags, mats, self._no_mask, 0, offset], [pos_out, quat_out])  # fmt: skip
                 elif rows.kind == MASK:
-                    self._launch_cmd(("masked", key), _scatter_poses_masked, self.count,
-                                     [tags, mats, rows.mask, offset, pos_out, quat_out])  # fmt: skip
+                    self._launch_cmd(("masked", key), _scatter_poses, self.count,
+                                     [tags, mats, rows.mask, 1, offset, pos_out, quat_out])  # fmt: skip
                 else:
                     invert = ("invert", invert_tag_column, self.count, [tags, self._slots])
                     gather = (("gather", key), _gather_poses, rows.count, [mats, self._slots, self.count, offset,

@@ -42,37 +42,23 @@ def _scatter_poses(
     # inputs
     tags: wp.fabricarray(dtype=wp.uint32),
     mats: wp.fabricarray(dtype=wp.mat44d),
+    mask: wp.array(dtype=wp.bool),
+    use_mask: int,
     offset: wp.quatf,
     # outputs
     pos_out: wp.array(dtype=wp.vec3f),
     quat_out: wp.array(dtype=wp.quatf),
 ):
-    """Full read, no slot table needed: row ``tag[slot]`` is ``decompose(mats[slot])`` (rotation times ``offset``)."""
+    """Full (or masked) read, no slot table needed: row ``tag[slot]`` is ``decompose(mats[slot])`` (rotation times
+    ``offset``); with ``use_mask`` only rows whose ``mask`` is set."""
     slot = wp.tid()
     i = int(tags[slot])
+    if use_mask != 0:  # noqa: SIM102 - Warp does not short-circuit: mask is empty when use_mask == 0
+        if not mask[i]:
+            return
     p, q = pose_of(mats[slot], offset)
     pos_out[i] = p
     quat_out[i] = q
-
-
-@wp.kernel(enable_backward=False)
-def _scatter_poses_masked(
-    # inputs
-    tags: wp.fabricarray(dtype=wp.uint32),
-    mats: wp.fabricarray(dtype=wp.mat44d),
-    mask: wp.array(dtype=wp.bool),
-    offset: wp.quatf,
-    # outputs
-    pos_out: wp.array(dtype=wp.vec3f),
-    quat_out: wp.array(dtype=wp.quatf),
-):
-    """Masked read: like the full read, only rows whose ``mask`` is set."""
-    slot = wp.tid()
-    i = int(tags[slot])
-    if mask[i]:
-        p, q = pose_of(mats[slot], offset)
-        pos_out[i] = p
-        quat_out[i] = q
 
 
 @wp.kernel(enable_backward=False)
