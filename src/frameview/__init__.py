@@ -36,6 +36,7 @@ _LAZY_IMPORTS: dict[str, str] = {
     "all_gather_poses": ".distributed",
     "GatheredPoses": ".distributed",
     "rank_device": ".distributed",
+    "to_numpy": ".host",
 }
 
 __all__ = ["__version__", *sorted(_LAZY_IMPORTS)]
@@ -60,6 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see the real names
     from .config import FrameViewCfg, available_backends, make_frame_view, register_backend
     from .distributed import GatheredPoses, all_gather_poses, rank_device
     from .fabric.view import FabricFrameView
+    from .host import to_numpy
     from .newton import NewtonFrameView
     from .paths import PrimTree, resolve_prim_paths
     from .scene_data.mapping import create_mapping

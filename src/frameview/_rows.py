@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from .host import to_numpy
+
 ALL, INDEXED, MASK = 0, 1, 2
 
 STATUS_OK = 2**31 - 1
@@ -79,8 +81,8 @@ class Rows:
         if self.kind == ALL:
             return None
         if self.kind == MASK:
-            return np.flatnonzero(self.mask.numpy())
-        return self.indices.numpy().astype(np.int64)
+            return np.flatnonzero(to_numpy(self.mask))
+        return to_numpy(self.indices).astype(np.int64)
 
 
 class DeviceErrors:
@@ -103,7 +105,7 @@ class DeviceErrors:
         self._pending: list[Callable[[int], Exception]] = []  # error factories of the calls not yet known clean
         if device.is_cuda:
             self.published = wp.full(1, STATUS_OK, dtype=wp.int32, device="cpu", pinned=True)
-            self._host = self.published.numpy()
+            self._host = to_numpy(self.published)
             self._event = wp.Event(device)
 
     def publish(self, stream: wp.Stream | None = None) -> None:
@@ -121,7 +123,7 @@ class DeviceErrors:
         if self._device.is_cpu or now:
             if self._pending:  # an earlier call's error is reported as that call's, not this one's
                 self.poll(wait=True)
-            value = int(self.status.numpy()[0])
+            value = int(to_numpy(self.status)[0])
             if value != STATUS_OK:
                 self._reset()
                 raise make_error(value)
@@ -154,7 +156,7 @@ class DeviceErrors:
         """Synchronise and raise any error recorded so far (queued calls first, then the status word itself)."""
         if self._device.is_cuda:
             self.poll(wait=True)
-        value = int(self.status.numpy()[0])
+        value = int(to_numpy(self.status)[0])
         if value != STATUS_OK:
             self._reset()
             raise make_error(value)

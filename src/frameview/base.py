@@ -30,6 +30,7 @@ from ._rows import (
     report,
     split_status,
 )
+from .host import to_numpy
 from .visibility import VisibilityMixin
 from .writers import WriterScopesMixin
 
@@ -188,7 +189,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
         self._index_buffer = wp.empty(max(self.count, 1), dtype=wp.int32, device=self._device)
         # indices are staged in host memory: the device buffer itself on the CPU, a host copy for CUDA
         self._index_stage = None if self._device.is_cpu else wp.empty_like(self._index_buffer, device="cpu")
-        self._index_host = (self._index_buffer if self._index_stage is None else self._index_stage).numpy()
+        self._index_host = to_numpy(self._index_buffer if self._index_stage is None else self._index_stage)
         self._heads: dict[tuple[int, int], wp.array] = {}
         self._errors = DeviceErrors(self._device)
         self._all_rows = Rows(ALL, self.count)
@@ -489,7 +490,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
         try:
             if _is_torch_tensor(source):
                 return int(source[row].item())
-            host = source.numpy() if isinstance(source, wp.array) else np.asarray(source)
+            host = to_numpy(source) if isinstance(source, wp.array) else np.asarray(source)
             return int(host[row])
         except Exception:  # the caller changed or freed it: report the row
             return row
@@ -657,14 +658,14 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
 
     def _host_mask_indices(self, rows: Rows) -> wp.array:
         """The masked view indices as int32 on the device (host-bound backends: one host round trip)."""
-        idx = np.flatnonzero(rows.mask.numpy()).astype(np.int32)
+        idx = np.flatnonzero(to_numpy(rows.mask)).astype(np.int32)
         return wp.array(idx, dtype=wp.int32, device=self._device)
 
     def _indices_to_numpy(self, indices: IndicesLike) -> np.ndarray:
         if isinstance(indices, wp.array):
             if indices.dtype not in _WARP_INDEX_DTYPES:
                 raise TypeError(f"indices: expected a Warp array of int32, uint32 or int64, got dtype {indices.dtype}")
-            host = indices.numpy()
+            host = to_numpy(indices)
         elif isinstance(indices, np.ndarray):
             host = indices
         elif _is_torch_tensor(indices):
@@ -743,7 +744,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
             return None, from_host
         check_norm = dtype is wp.quatf
         if from_host:
-            host = arr.numpy()
+            host = to_numpy(arr)
             bad = ~np.isfinite(host).all(axis=1)
             if check_norm:
                 bad |= (host * host).sum(axis=1) < 1.0e-12
@@ -753,7 +754,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
                 what = "a zero-norm quaternion" if np.all(np.isfinite(values)) else "a non-finite value"
                 raise ValueError(f"{name}: row {row} holds {what} {values}; nothing was written")
         if select is not None:
-            host = arr.numpy()[select.numpy()]
+            host = to_numpy(arr)[to_numpy(select)]
             arr = wp.array(host, dtype=wp.float32, device=self._device)
         elif str(arr.device) != str(self._device):
             _wait_for_producer(arr)
@@ -768,7 +769,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
     def _value_error(self, name: str, arr: wp.array) -> Callable[[int], Exception]:
         def make(value: int) -> Exception:
             row, code = split_status(value)
-            values = arr.numpy()[row].tolist()
+            values = to_numpy(arr)[row].tolist()
             what = "a zero-norm quaternion" if code == int(CODE_ZERO_QUATERNION) else "a non-finite value"
             return ValueError(f"{name}: row {row} holds {what} {values}; nothing was written")
 
@@ -800,10 +801,10 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
         if _width(value.dtype) == width and value.ndim == 1 and value.dtype in (wp.vec3f, wp.quatf, wp.vec4f):
             value = value.view(wp.float32).reshape((value.shape[0], width))
         elif value.dtype in (wp.vec3d, wp.quatd, wp.vec4d) and value.ndim == 1 and _width(value.dtype) == width:
-            return value.numpy().astype(np.float32), True
+            return to_numpy(value).astype(np.float32), True
         elif value.dtype in (wp.float32, wp.float64) and value.ndim == 2:
             if value.dtype == wp.float64 or not value.is_contiguous:
-                return value.numpy().astype(np.float32), True
+                return to_numpy(value).astype(np.float32), True
         else:
             raise TypeError(f"{name}: expected {expected} data, got a Warp array of dtype {value.dtype}")
         return value, from_host

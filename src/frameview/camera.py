@@ -31,6 +31,7 @@ import numpy as np
 import warp as wp
 
 from .base import BaseFrameView
+from .host import to_numpy
 
 __all__ = ["CAMERA_CONVENTIONS", "CameraPoses", "convert_camera_orientations"]
 
@@ -256,7 +257,7 @@ class CameraPoses:
     @staticmethod
     def _check_env_rows(env_rows: Any, count: int) -> np.ndarray:
         if isinstance(env_rows, wp.array):
-            host = env_rows.numpy()
+            host = to_numpy(env_rows)
         elif _torch_module(env_rows) is not None:
             host = env_rows.detach().cpu().numpy()
         else:
@@ -296,7 +297,7 @@ class CameraPoses:
 
     def _env_ids_to_numpy(self, env_ids: Any) -> np.ndarray:
         if isinstance(env_ids, wp.array):
-            host = env_ids.numpy()
+            host = to_numpy(env_ids)
         elif _torch_module(env_ids) is not None:
             host = env_ids.detach().cpu().numpy()
         elif isinstance(env_ids, (list, tuple, range)) and len(env_ids) == 0:

@@ -28,6 +28,7 @@ import numpy as np
 import warp as wp
 
 from ._rows import ALL
+from .host import to_numpy
 
 __all__ = [
     "INVISIBLE",
@@ -350,7 +351,7 @@ def _visible_to_numpy(visible: Any, count: int) -> np.ndarray:
     if isinstance(visible, wp.array):
         if visible.dtype != wp.bool:
             raise TypeError(f"visible: expected a Warp array of dtype wp.bool, got {visible.dtype}")
-        host = visible.numpy()
+        host = to_numpy(visible)
     elif _is_torch_tensor(visible):
         if visible.dtype != sys.modules["torch"].bool:
             raise TypeError(f"visible: expected a boolean tensor, got dtype {visible.dtype}")

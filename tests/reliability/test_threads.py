@@ -72,7 +72,7 @@ def test_readers_and_a_writer_on_one_view_see_whole_states(backend: str, device:
                 rows = None if j == 0 else rng.permutation(M)[: int(rng.integers(1, M + 1))]
                 pos = view.get_world_poses(rows)[0]
                 buffers.setdefault(j, set()).add(pos.ptr)
-                got = pos.numpy()
+                got = fv.to_numpy(pos)
                 want = base if rows is None else base[rows]
                 np.testing.assert_allclose(got[:, :2], want[:, :2], atol=1e-3, err_msg=f"reader {j}: wrong prims")
                 z = got[:, 2]
@@ -134,7 +134,7 @@ def test_view_built_on_one_thread_used_from_another(backend: str, device: str) -
 
         def work() -> None:
             view.set_world_poses(target, None)
-            seen["pos"] = view.get_world_poses()[0].numpy().copy()
+            seen["pos"] = fv.to_numpy(view.get_world_poses()[0]).copy()
 
         assert not _run_threads([work])
         np.testing.assert_allclose(seen["pos"], target, atol=1e-4)
@@ -158,7 +158,7 @@ def test_two_fabric_views_of_one_stage_on_two_threads(device: str) -> None:
                 while time.perf_counter() < deadline:
                     values = rng.uniform(-5.0, 5.0, size=(len(paths), 3))
                     view.set_world_poses(values, None)
-                    np.testing.assert_allclose(view.get_world_poses()[0].numpy(), values, atol=1e-4)
+                    np.testing.assert_allclose(fv.to_numpy(view.get_world_poses()[0]), values, atol=1e-4)
                     churn.get_world_poses([0])
 
         return run

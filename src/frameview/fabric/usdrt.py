@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from ..host import to_numpy
 from ..visibility import (
     INVISIBLE,
     NO_OPINION,
@@ -255,7 +256,7 @@ class UsdrtFabricStage:
                 return
             if not isinstance(selection, UsdrtSelection):
                 raise TypeError(f"selection: expected a UsdrtSelection, got {type(selection).__name__}")
-            written = np.unique(slots.numpy()) if slots.shape[0] else np.empty(0, np.int64)
+            written = np.unique(to_numpy(slots)) if slots.shape[0] else np.empty(0, np.int64)
             if not written.size:
                 return
             paths = selection.paths()

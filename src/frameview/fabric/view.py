@@ -29,6 +29,7 @@ from .._rows import (
     Rows,
 )
 from ..base import BaseFrameView
+from ..host import to_numpy
 from ..kernels.slots import invert_tag_column
 from .providers import _is_pxr_stage, open_fabric_stage
 from .stage import LOCAL_MATRIX, WORLD_MATRIX, FabricSelection
@@ -539,7 +540,7 @@ class FabricFrameView(BaseFrameView):
                 if self._follow is None:  # providers that update the hierarchy on the host: settle, then hand slots
                     call = "set_local_scales" if scale is not None else ("set_world" if in_world else "set_local")
                     self._errors.settle(self._status_error(call, rows), now=True)
-                    slots = written.numpy()
+                    slots = to_numpy(written)
                     slots = slots[slots >= 0]
                     if slots.size:
                         self._fabric.propagate_world(self._sel, wp.array(slots, dtype=wp.int32, device=self._device))

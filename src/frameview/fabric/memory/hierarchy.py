@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import warp as wp
 
+from ...host import to_numpy
 from ..stage import LOCAL_MATRIX, WORLD_MATRIX
 from .storage import _MATRIX_ATTRS, MemorySelection, _Storage
 
@@ -150,7 +151,7 @@ class _Hierarchy(_Storage):
                     outputs=[world_wp],
                     device=self.device,
                 )
-        return world_wp.numpy()
+        return to_numpy(world_wp)
 
     def _kill(self, pids: np.ndarray) -> None:
         """Remove prims (and their descendants) from their buckets."""

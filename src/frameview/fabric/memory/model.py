@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from ...host import to_numpy
 from .follow import FollowPlan
 from .storage import MemorySelection
 from .visibility import _VisibilityOpinions
@@ -129,7 +130,7 @@ class MemoryFabricStage(_VisibilityOpinions):
     def propagate_world(self, selection: Any, slots: wp.array) -> None:
         if not isinstance(selection, MemorySelection):
             raise TypeError(f"selection: expected a MemorySelection, got {type(selection).__name__}")
-        written = selection.pids()[slots.numpy()]
+        written = selection.pids()[to_numpy(slots)]
         below = self._descendants(written, include_self=False)
         if below.size:
             self._update_world(np.setdiff1d(below, written, assume_unique=False))

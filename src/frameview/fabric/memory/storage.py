@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
+from ...host import to_numpy
 from ..stage import LOCAL_MATRIX, WORLD_MATRIX
 
 if TYPE_CHECKING:
@@ -288,7 +289,7 @@ class _Storage:
             rows = wp.array(self._row_of[pids[sel]].astype(np.int32), device=self.device)
             vals = wp.empty((sel.size, col.shape[1]), dtype=wp.uint32, device=self.device)
             wp.launch(_gather_rows, dim=vals.shape, inputs=[col, rows], outputs=[vals], device=self.device)
-            out[sel] = vals.numpy().view(np.float64)
+            out[sel] = to_numpy(vals).view(np.float64)
         return out.reshape(-1, 4, 4)
 
     def _write_matrices(self, pids: np.ndarray, name: str, mats: np.ndarray) -> None:
