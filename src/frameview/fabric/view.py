@@ -36,15 +36,17 @@ from .stage import LOCAL_MATRIX, WORLD_MATRIX, FabricSelection
 from .view_kernels import (
     _ANCHOR,
     _NO_OFFSET,
-    _clear_rows,
-    _commit_writes,
+    STAGE_ALL,
+    STAGE_INDICES,
+    STAGE_MASK,
+    _commit_follow,
     _gather_poses,
     _gather_scales,
     _scatter_poses,
     _scatter_scales,
     _solve_writes,
     _stage_indices,
-    _stage_mask,
+    _stage_write,
 )
 
 __all__ = ["FabricFrameView"]
@@ -243,6 +245,8 @@ class FabricFrameView(BaseFrameView):
             self._follow = follow_plan(self.prim_paths) if follow_plan is not None else None
         dev, n = self._device, max(self.count, 1)
         self._node_parent = wp.array(node_parent, dtype=wp.int32, device=dev)
+        # a view prim below another view prim: a write's solve reads other rows' requests (staged in a launch first)
+        self._nested = bool(np.any((node_parent >= 0) & (node_parent < self.count)))
         self._slots = wp.empty(n, dtype=wp.int32, device=dev)
         self._parent_slots = wp.empty(max(len(self._parent_paths), 1), dtype=wp.int32, device=dev)
         self._req_row = wp.full(n, -1, dtype=wp.int32, device=dev)  # view index -> request row, -1: not written
@@ -256,6 +260,7 @@ class FabricFrameView(BaseFrameView):
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._arrays: dict[str, Any] = {}
         self._launches: dict[Any, Any] = {}
+        self._offset_keys: dict[int, tuple[wp.quatf, tuple[float, ...]]] = {}
         self._capture_stream: wp.Stream | None = None
         self._no_capture_stream = False
 
@@ -426,7 +431,7 @@ class FabricFrameView(BaseFrameView):
             try:
                 self._refresh(parents=False)
                 mats, tags = self._arrays[attr], self._arrays[self._tag]
-                key = (attr, tuple(offset))
+                key = (attr, self._offset_key(offset))
                 if rows.kind == ALL:
                     self._launch_recorded(f"poses:{key}", _scatter_poses, self.count,
                                           [tags, mats, self._no_mask, 0, offset], [pos_out, quat_out])  # fmt: skip
@@ -434,13 +439,23 @@ class FabricFrameView(BaseFrameView):
                     self._launch_cmd(("masked", key), _scatter_poses, self.count,
                                      [tags, mats, rows.mask, 1, offset, pos_out, quat_out])  # fmt: skip
                 else:
-                    invert = ("invert", invert_tag_column, self.count, [tags, self._slots])
-                    gather = (("gather", key), _gather_poses, rows.count, [mats, self._slots, self.count, offset,
-                              rows.indices, pos_out, quat_out, self._errors.status])  # fmt: skip
                     where = (rows.count, _address(rows.indices), _address(pos_out), _address(quat_out))
-                    self._run_steps([invert, gather], f"gather:{key}", where)
+                    self._run_steps(f"gather:{key}", where, lambda: [
+                        ("invert", invert_tag_column, self.count, [tags, self._slots]),
+                        (("gather", key), _gather_poses, rows.count, [mats, self._slots, self.count, offset,
+                         rows.indices, pos_out, quat_out, self._errors.status]),
+                    ])  # fmt: skip
             finally:
                 self._release_selections()
+
+    def _offset_key(self, offset: wp.quatf) -> Any:
+        """A hashable key of a read's rotation offset (None for none); read once per offset object."""
+        if offset is _NO_OFFSET:
+            return None
+        cached = self._offset_keys.get(id(offset))
+        if cached is None or cached[0] is not offset:
+            cached = self._offset_keys[id(offset)] = (offset, tuple(offset))  # holds offset: its id stays its own
+        return cached[1]
 
     def _read_scales(self, attr: str, rows: Rows, scale_out: wp.array) -> None:
         with self._fabric.lock:
@@ -454,11 +469,12 @@ class FabricFrameView(BaseFrameView):
                     self._launch_cmd(("scales_masked", attr), _scatter_scales, self.count,
                                      [tags, mats, rows.mask, 1, scale_out])  # fmt: skip
                 else:
-                    invert = ("invert", invert_tag_column, self.count, [tags, self._slots])
-                    gather = (("gather_scales", attr), _gather_scales, rows.count, [mats, self._slots, self.count,
-                              rows.indices, scale_out, self._errors.status])  # fmt: skip
                     where = (rows.count, _address(rows.indices), _address(scale_out))
-                    self._run_steps([invert, gather], f"gather_scales:{attr}", where)
+                    self._run_steps(f"gather_scales:{attr}", where, lambda: [
+                        ("invert", invert_tag_column, self.count, [tags, self._slots]),
+                        (("gather_scales", attr), _gather_scales, rows.count, [mats, self._slots, self.count,
+                         rows.indices, scale_out, self._errors.status]),
+                    ])  # fmt: skip
             finally:
                 self._release_selections()
 
@@ -490,54 +506,19 @@ class FabricFrameView(BaseFrameView):
         scale: wp.array | None = None,
     ) -> None:
         """Solve every written prim against its parent's world matrix after the write (nested prims included), then
-        commit all rows or none, then bring the descendants' world matrices up to date. Device work only, except for
+        commit all rows or none and bring the descendants' world matrices up to date. Device work only, except for
         providers without a device hierarchy update (ovstage, usdrt)."""
-        status = self._errors.status
-        use_indices = 1 if rows.kind == INDEXED else 0
-        indices = rows.indices if rows.kind == INDEXED else self._no_index
         with self._fabric.lock:
             try:
                 self._refresh(parents=True, write=True)
-                steps: list[tuple] = [("invert", invert_tag_column, self.count, [self._arrays[self._tag], self._slots])]
-                parents = self._parent_paths
-                if parents:
-                    steps.append(("invert_parents", invert_tag_column, len(parents),
-                                  [self._arrays["parent:" + self._parent_tag], self._parent_slots]))  # fmt: skip
-                if rows.kind == INDEXED:
-                    steps.append(("clear_rows", _clear_rows, self.count, [self._req_row]))
-                    steps.append(("stage_indices", _stage_indices, rows.count,
-                                  [indices, self.count, self._req_row, status]))  # fmt: skip
-                    req_row = self._req_row
-                elif rows.kind == MASK:
-                    steps.append(("stage_mask", _stage_mask, self.count, [rows.mask, self._req_row]))
-                    req_row = self._req_row
-                else:
-                    req_row = self._req_all
-                extra_world = self._arrays["parent:" + WORLD_MATRIX] if parents else self._arrays[WORLD_MATRIX]
-                extra_local = self._arrays["parent:" + LOCAL_MATRIX] if parents else self._arrays[LOCAL_MATRIX]
-                view_world, view_local = self._arrays[WORLD_MATRIX], self._arrays[LOCAL_MATRIX]
-                steps.append(("solve", _solve_writes, rows.count, [
-                    view_local, self._slots, extra_world, extra_local, self._parent_slots, self._node_parent,
-                    self.count, indices, use_indices, req_row, int(in_world),
-                    int(pos is not None), self._no_vec3 if pos is None else pos,
-                    int(quat is not None), self._no_quat if quat is None else quat,
-                    int(scale is not None), self._no_vec3 if scale is None else scale,
-                    self._new_local, self._new_world, status,
-                ]))  # fmt: skip
+                plan = self._follow
+                if plan is not None:
+                    plan.refresh()  # host work only when the model's prims or buckets changed
+                key = (rows.kind, rows.count, in_world, _address(rows.indices), _address(rows.mask), _address(pos),
+                       _address(quat), _address(scale), plan.stamp if plan is not None else None)  # fmt: skip
                 written = self._head(self._written, rows.count)
-                steps.append(("commit", _commit_writes, rows.count, [
-                    self._new_local, self._new_world, self._slots, self.count, indices, use_indices, req_row, status,
-                    view_local, view_world, written,
-                ]))  # fmt: skip
-                if self._follow is not None:
-                    follow = self._fabric.follow_step(self._follow, indices, use_indices, req_row, rows.count, status)
-                    if follow is not None:
-                        steps.append(("follow", *follow))
-                stamp = self._follow.stamp if self._follow is not None else None
-                key = (rows.kind, rows.count, in_world, _address(indices), _address(rows.mask), _address(pos),
-                       _address(quat), _address(scale), stamp)  # fmt: skip
-                self._run_steps(steps, "write", key)
-                if self._follow is None:  # providers that update the hierarchy on the host: settle, then hand slots
+                self._run_steps("write", key, lambda: self._write_steps(rows, in_world, pos, quat, scale, written))
+                if plan is None:  # providers that update the hierarchy on the host: settle, then hand the slots over
                     call = "set_local_scales" if scale is not None else ("set_world" if in_world else "set_local")
                     self._errors.settle(self._status_error(call, rows), now=True)
                     slots = to_numpy(written)
@@ -547,29 +528,78 @@ class FabricFrameView(BaseFrameView):
             finally:
                 self._release_selections()
 
-    def _run_steps(self, steps: list[tuple], name: str, key: tuple) -> None:
-        """Run a call's launches, then (CUDA) copy the status word to pinned memory for the next call to look at.
+    def _write_steps(
+        self,
+        rows: Rows,
+        in_world: bool,
+        pos: wp.array | None,
+        quat: wp.array | None,
+        scale: wp.array | None,
+        written: wp.array,
+    ) -> list[tuple]:
+        """The launches of a write: stage (slot tables, request rows), [stage indices,] solve, commit + follow."""
+        status, count, n_parents = self._errors.status, self.count, len(self._parent_paths)
+        indexed = rows.kind == INDEXED
+        indices = rows.indices if indexed else self._no_index
+        mode = STAGE_INDICES if indexed else (STAGE_MASK if rows.kind == MASK else STAGE_ALL)
+        req_row = self._req_all if rows.kind == ALL else self._req_row
+        tags = self._arrays[self._tag]
+        parent = "parent:" if n_parents else ""
+        parent_tags = self._arrays["parent:" + self._parent_tag] if n_parents else tags
+        view_world, view_local = self._arrays[WORLD_MATRIX], self._arrays[LOCAL_MATRIX]
+        steps: list[tuple] = [("stage", _stage_write, max(count, n_parents), [
+            tags, parent_tags, count, n_parents, int(mode), rows.mask if rows.kind == MASK else self._no_mask,
+            self._slots, self._parent_slots, self._req_row,
+        ])]  # fmt: skip
+        stage_in_solve = indexed and not self._nested
+        if indexed and not stage_in_solve:
+            steps.append(("stage_indices", _stage_indices, rows.count, [indices, count, self._req_row, status]))
+        steps.append(("solve", _solve_writes, rows.count, [
+            view_local, self._slots, self._arrays[parent + WORLD_MATRIX], self._arrays[parent + LOCAL_MATRIX],
+            self._parent_slots, self._node_parent, count, indices, int(indexed), int(stage_in_solve), req_row,
+            int(in_world), int(pos is not None), self._no_vec3 if pos is None else pos,
+            int(quat is not None), self._no_quat if quat is None else quat,
+            int(scale is not None), self._no_vec3 if scale is None else scale,
+            self._new_local, self._new_world, status,
+        ]))  # fmt: skip
+        plan = self._follow
+        if plan is not None and plan.width > 0:
+            local_all, world_all = plan.columns()
+            follow = [plan.start, plan.nodes, plan.node_slot, plan.node_parent, plan.node_top, 1, local_all]
+            width = plan.width
+        else:
+            follow, world_all, width = [*(self._no_index,) * 5, 0, view_local], view_world, 1
+        steps.append(("commit", _commit_follow, (rows.count, width), [
+            self._new_local, self._new_world, self._slots, count, indices, int(indexed), req_row, status, *follow,
+            view_local, view_world, world_all, written,
+        ]))  # fmt: skip
+        return steps
+
+    def _run_steps(self, name: str, key: tuple, build: Callable[[], list[tuple]]) -> None:
+        """Run a call's launches (``build()`` makes them), then (CUDA) copy the status word to pinned memory for the
+        next call to look at.
 
         On CUDA, a call whose ``key`` (what the caller passes: row kind and count, argument addresses, flags) repeats
-        the previous call's is captured once into a CUDA graph, then replayed as one launch: the reset loop passes the
-        same buffers every time, only their contents change. Everything else a launch reads belongs to the view and
-        is replaced only on a bucket change, which drops the graphs with the recorded launches.
+        the previous call's is captured once into a CUDA graph, then replayed as one launch without building its
+        launches again: the reset loop passes the same buffers every time, only their contents change. Everything
+        else a launch reads belongs to the view and is replaced only on a bucket change, which drops the graphs with
+        the recorded launches.
         """
-        cuda = self._device.is_cuda
-        if cuda:
-            steps.append(("publish",))
-        if not cuda or self._device.is_capturing or self._own_capture_stream() is None:
-            self._launch_steps(steps)
+        if not self._device.is_cuda:
+            self._launch_steps(build())
+            return
+        if self._device.is_capturing or self._own_capture_stream() is None:
+            self._launch_steps([*build(), ("publish",)])
             return
         cached = self._launches.get(("graph", name))
         if cached is None or cached[0] != key:
             self._launches[("graph", name)] = [key, None]
-            self._launch_steps(steps)
+            self._launch_steps([*build(), ("publish",)])
             return
         if cached[1] is None:  # every operation names the capture stream: the device's current stream is not touched
             stream = self._capture_stream
             with wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
-                self._launch_steps(steps, stream)
+                self._launch_steps([*build(), ("publish",)], stream)
             cached[1] = capture.graph
         wp.capture_launch(cached[1])
 

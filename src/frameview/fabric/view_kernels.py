@@ -35,6 +35,8 @@ _ANCHOR = wp.constant(-2)
 """``node_parent`` of a node whose Fabric world matrix is read as is (the write cannot move it)."""
 _NAN = wp.constant(float("nan"))
 _NO_OFFSET = wp.quatf(0.0, 0.0, 0.0, 1.0)
+STAGE_ALL, STAGE_INDICES, STAGE_MASK = (wp.constant(k) for k in range(3))
+"""Modes of :func:`_stage_write`: how a write's request rows are set."""
 
 
 @wp.kernel(enable_backward=False)
@@ -132,6 +134,38 @@ def _gather_scales(
 
 
 @wp.kernel(enable_backward=False)
+def _stage_write(
+    # inputs
+    tags: wp.fabricarray(dtype=wp.uint32),
+    parent_tags: wp.fabricarray(dtype=wp.uint32),
+    count: int,
+    parent_count: int,
+    mode: int,
+    mask: wp.array(dtype=wp.bool),
+    # outputs
+    slots_out: wp.array(dtype=wp.int32),
+    parent_slots_out: wp.array(dtype=wp.int32),
+    req_row_out: wp.array(dtype=wp.int32),
+):
+    """The first launch of a write, over ``max(count, parent_count)``: invert the view's and its parents' tag
+    columns into their slot tables, and set the request rows of ``mode`` (``STAGE_ALL``: untouched, the caller passes
+    ``0..N-1``; ``STAGE_INDICES``: -1, the solve or :func:`_stage_indices` stages them; ``STAGE_MASK``: ``i`` where
+    ``mask[i]``, else -1)."""
+    t = wp.tid()
+    if t < count:
+        slots_out[int(tags[t])] = t
+        if mode == STAGE_INDICES:
+            req_row_out[t] = -1
+        elif mode == STAGE_MASK:
+            if mask[t]:
+                req_row_out[t] = t
+            else:
+                req_row_out[t] = -1
+    if t < parent_count:
+        parent_slots_out[int(parent_tags[t])] = t
+
+
+@wp.kernel(enable_backward=False)
 def _stage_indices(
     # inputs
     indices: wp.array(dtype=wp.int32),
@@ -140,7 +174,8 @@ def _stage_indices(
     req_row_out: wp.array(dtype=wp.int32),
     status_out: wp.array(dtype=wp.int32),
 ):
-    """``req_row_out[indices[k]] = k`` (filled with -1 before); an index out of range or given twice is reported."""
+    """``req_row_out[indices[k]] = k`` (-1 before, :func:`_stage_write`); an index out of range or given twice is
+    reported. Nested views only: the solve of a view without nesting stages its own row."""
     k = wp.tid()
     if failed(status_out):
         return
@@ -150,30 +185,6 @@ def _stage_indices(
         return
     if wp.atomic_exch(req_row_out, i, k) != -1:
         report(status_out, k, CODE_INDEX_DUPLICATE)
-
-
-@wp.kernel(enable_backward=False)
-def _clear_rows(
-    # outputs
-    req_row_out: wp.array(dtype=wp.int32),
-):
-    """``req_row_out[i] = -1``: nothing requested yet."""
-    req_row_out[wp.tid()] = -1
-
-
-@wp.kernel(enable_backward=False)
-def _stage_mask(
-    # inputs
-    mask: wp.array(dtype=wp.bool),
-    # outputs
-    req_row_out: wp.array(dtype=wp.int32),
-):
-    """``req_row_out[i] = i`` where ``mask[i]``, else -1."""
-    i = wp.tid()
-    if mask[i]:
-        req_row_out[i] = i
-    else:
-        req_row_out[i] = -1
 
 
 @wp.kernel(enable_backward=False)
@@ -188,6 +199,7 @@ def _solve_writes(
     count: int,
     indices: wp.array(dtype=wp.int32),
     use_indices: int,
+    stage_rows: int,
     req_row: wp.array(dtype=wp.int32),
     in_world: int,
     set_pos: int,
@@ -206,6 +218,9 @@ def _solve_writes(
     A prim's parent world matrix is the one it will have after this write: the chain of nodes above it (view prims,
     the prims between nested view prims, then an anchor whose world this write cannot move) is composed top-down,
     solving the written view prims of the chain on the way. O(depth^2) per row in the nesting depth, usually 1.
+
+    ``stage_rows`` (indexed writes of views without nesting, whose chains hold no view prim): each row stages its own
+    request row here, reporting indices out of range or given twice, instead of in a :func:`_stage_indices` launch.
     """
     k = wp.tid()
     if failed(status_out):
@@ -214,7 +229,13 @@ def _solve_writes(
     if use_indices != 0:
         i = indices[k]
         if i < 0 or i >= count:
+            if stage_rows != 0:
+                report(status_out, k, CODE_INDEX_RANGE)
             return
+        if stage_rows != 0:  # noqa: SIM102 - Warp kernels: plain branches
+            if wp.atomic_exch(req_row, i, k) != -1:
+                report(status_out, k, CODE_INDEX_DUPLICATE)
+                return
     r = req_row[i]
     if r < 0:
         return
@@ -253,8 +274,24 @@ def _solve_writes(
     world_out[i] = m @ pw
 
 
+@wp.func
+def _node_local(
+    n: int,
+    count: int,
+    req_row: wp.array(dtype=wp.int32),
+    local_new: wp.array(dtype=wp.mat44d),
+    local: wp.fabricarray(dtype=wp.mat44d),
+    node_slot: wp.array(dtype=wp.int32),
+):
+    """The local matrix of follow-plan node ``n`` after the write: the solved one for a written view prim."""
+    if n < count:  # noqa: SIM102 - Warp does not short-circuit: req_row has count entries
+        if req_row[n] >= 0:
+            return local_new[n]
+    return local[node_slot[n]]
+
+
 @wp.kernel(enable_backward=False)
-def _commit_writes(
+def _commit_follow(
     # inputs
     local_new: wp.array(dtype=wp.mat44d),
     world_new: wp.array(dtype=wp.mat44d),
@@ -264,22 +301,58 @@ def _commit_writes(
     use_indices: int,
     req_row: wp.array(dtype=wp.int32),
     status: wp.array(dtype=wp.int32),
+    start: wp.array(dtype=wp.int32),
+    nodes: wp.array(dtype=wp.int32),
+    node_slot: wp.array(dtype=wp.int32),
+    node_parent: wp.array(dtype=wp.int32),
+    node_top: wp.array(dtype=wp.int32),
+    follow: int,
+    local: wp.fabricarray(dtype=wp.mat44d),
     # outputs
     view_local_out: wp.fabricarray(dtype=wp.mat44d),
     view_world_out: wp.fabricarray(dtype=wp.mat44d),
+    world_out: wp.fabricarray(dtype=wp.mat44d),
     written_slots_out: wp.array(dtype=wp.int32),
 ):
-    """Copy the solved matrices into Fabric, unless any row of the call failed (then nothing is written)."""
-    k = wp.tid()
-    written_slots_out[k] = -1
+    """Thread ``(k, 0)`` copies row ``k``'s solved matrices into Fabric; with ``follow``, thread ``(k, j)`` gives the
+    ``j``-th descendant of that prim (a follow plan: ``start``/``nodes`` per view index, the nodes' slots, parents
+    and top slots) ``local @ ... @ top world``. Nothing is written if any row of the call failed.
+
+    The descendants read the written prims' new local matrices from the scratch, not from Fabric, so no thread
+    reads what another writes; a written view prim below another is committed by its own row only.
+    """
+    k, j = wp.tid()
+    if j == 0:
+        written_slots_out[k] = -1
     if status[0] != _STATUS_OK:
         return
     i = k
     if use_indices != 0:
         i = indices[k]
+        if i < 0 or i >= count:
+            return
     if req_row[i] < 0:
         return
-    s = slots[i]
-    view_local_out[s] = local_new[i]
-    view_world_out[s] = world_new[i]
-    written_slots_out[k] = s
+    if j == 0:
+        s = slots[i]
+        view_local_out[s] = local_new[i]
+        view_world_out[s] = world_new[i]
+        written_slots_out[k] = s
+    if follow == 0:
+        return
+    first = start[i]
+    if j >= start[i + 1] - first:
+        return
+    d = nodes[first + j]
+    if d < count:  # noqa: SIM102 - Warp kernels: plain branches
+        if req_row[d] >= 0:
+            return
+    m = _node_local(d, count, req_row, local_new, local, node_slot)
+    n = d
+    while node_parent[n] >= 0:
+        n = node_parent[n]
+        m = m @ _node_local(n, count, req_row, local_new, local, node_slot)
+    top = node_top[n]
+    if top >= 0:
+        m = m @ world_out[top]
+    world_out[node_slot[d]] = m

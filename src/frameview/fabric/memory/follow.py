@@ -4,11 +4,11 @@
 A :class:`FollowPlan` is built once per view (and again only when prims are added or removed): the strict
 descendants of each view prim, as a CSR list per view index, and for every node (view prims and their descendants)
 its parent node, or, at the top of the view's subtrees, the slot of the parent whose world matrix the write cannot
-move. After a write has committed the view prims' local and world matrices, one launch of ``(rows, widest subtree)``
-threads recomputes each written prim's descendants: a thread walks from its node up to that top composing local
-matrices (``world = local @ ... @ parent_world``), so no thread waits for another and nothing is read that the launch
-writes. Work is O(written prims + their descendants); the launch shape depends only on the call's row count (a mask
-covers the whole view), so it can be captured in a CUDA graph.
+move. The view's commit launch, ``(rows, widest subtree)`` threads, commits each written prim and recomputes its
+descendants: a thread walks from its node up to that top composing local matrices (``world = local @ ... @
+parent_world``, the written prims' new locals read from the solve's scratch), so no thread waits for another and
+nothing is read that the launch writes. Work is O(written prims + their descendants); the launch shape depends only
+on the call's row count (a mask covers the whole view), so it can be captured in a CUDA graph.
 """
 
 from __future__ import annotations
@@ -18,58 +18,12 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from ..._rows import STATUS_OK
-
-__all__ = ["FollowPlan", "follow_written"]
-
-_STATUS_OK = wp.constant(STATUS_OK)
-
-
-@wp.kernel(enable_backward=False)
-def follow_written(
-    # inputs
-    local: wp.fabricarray(dtype=wp.mat44d),
-    start: wp.array(dtype=wp.int32),
-    nodes: wp.array(dtype=wp.int32),
-    node_slot: wp.array(dtype=wp.int32),
-    node_parent: wp.array(dtype=wp.int32),
-    node_top: wp.array(dtype=wp.int32),
-    count: int,
-    indices: wp.array(dtype=wp.int32),
-    use_indices: int,
-    req_row: wp.array(dtype=wp.int32),
-    status: wp.array(dtype=wp.int32),
-    # outputs
-    world_out: wp.fabricarray(dtype=wp.mat44d),
-):
-    """Thread ``(k, j)``: the ``j``-th descendant of the prim written at row ``k`` gets ``local @ ... @ top world``."""
-    k, j = wp.tid()
-    if status[0] != _STATUS_OK:
-        return
-    i = k
-    if use_indices != 0:
-        i = indices[k]
-        if i < 0 or i >= count:
-            return
-    if req_row[i] < 0:
-        return
-    first = start[i]
-    if j >= start[i + 1] - first:
-        return
-    d = nodes[first + j]
-    m = local[node_slot[d]]
-    n = d
-    while node_parent[n] >= 0:
-        n = node_parent[n]
-        m = m @ local[node_slot[n]]
-    top = node_top[n]
-    if top >= 0:
-        m = m @ world_out[top]
-    world_out[node_slot[d]] = m
+__all__ = ["FollowPlan"]
 
 
 class FollowPlan:
-    """The descendants of one view's prims in an embedded model, laid out for :func:`follow_written`.
+    """The descendants of one view's prims in an embedded model, laid out for the view's commit launch
+    (``fabric/view_kernels._commit_follow``).
 
     Args:
         model: The :class:`~frameview.fabric.memory.MemoryFabricStage`.
@@ -85,20 +39,10 @@ class FollowPlan:
         self.stamp: tuple[int, int] = (-1, -1)
         """Changes whenever the plan's arrays are replaced (a captured launch that read them is stale)."""
 
-    def step(
-        self,
-        local: wp.fabricarray,
-        world: wp.fabricarray,
-        indices: wp.array,
-        use_indices: int,
-        req_row: wp.array,
-        rows: int,
-        status: wp.array,
-    ) -> tuple[Any, tuple[int, int], list]:
-        """``(kernel, dim, params)`` of the :func:`follow_written` launch over ``(rows, width)``."""
-        params = [local, self.start, self.nodes, self.node_slot, self.node_parent, self.node_top,
-                  self.start.shape[0] - 1, indices, use_indices, req_row, status, world]  # fmt: skip
-        return follow_written, (rows, self.width), params
+    def columns(self) -> tuple[wp.fabricarray, wp.fabricarray]:
+        """The model's local and world matrix columns, which ``node_slot`` and ``node_top`` index."""
+        local, world, _offsets = self._model.xform_columns()
+        return local, world
 
     def refresh(self) -> None:
         """Rebuild after prims were added or removed; re-slot after the buckets changed (host work, O(plan))."""

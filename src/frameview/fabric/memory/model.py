@@ -141,24 +141,6 @@ class MemoryFabricStage(_VisibilityOpinions):
         """A plan that makes the descendants of ``paths`` follow their writes on the device."""
         return FollowPlan(self, tuple(paths))
 
-    def follow_step(
-        self,
-        plan: FollowPlan,
-        indices: wp.array,
-        use_indices: int,
-        req_row: wp.array,
-        rows: int,
-        status: wp.array,
-    ) -> tuple[Any, tuple[int, int], list] | None:
-        """The launch ``(kernel, dim, params)`` that, after a view committed its written prims (``req_row[i] >= 0``),
-        recomputes their descendants' world matrices; it does nothing when ``status`` holds an error (the write was
-        rejected). None when the view's prims have no descendants."""
-        plan.refresh()
-        if plan.width == 0 or rows == 0:
-            return None
-        local, world, _offsets = self.xform_columns()
-        return plan.step(local, world, indices, use_indices, req_row, rows, status)
-
     def prim_ids(self, paths: Sequence[str]) -> np.ndarray:
         """Model prim ids of ``paths`` (``KeyError`` naming the missing ones)."""
         self.sync()
