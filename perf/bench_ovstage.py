@@ -15,9 +15,9 @@ cameras (``/World/envs/env_.*/Robot/Camera``) is measured on both providers:
   count check, fabric arrays when the buckets changed, one ``invert_tag_column`` launch, ``release``.
 - ``get_world_poses`` (full), ``get_world_poses_indexed`` (every other prim), ``get_local_poses``,
   ``set_world_poses`` (positions and orientations of all N).
-- ovstage only, ``*_gathered``: the same with the columns gathered into staging buffers first (what a CUDA device
-  and every write access do), against the default zero-copy read (one pointer per bucket, one launch over a
-  multi-bucket fabric array).
+- ovstage on the CPU only, ``*_gathered``: the same with the columns gathered into staging buffers first
+  (``OvstageFabricStage.zero_copy = False``: what a CUDA device and every write access do), against the default
+  zero-copy read (one pointer per bucket, one launch over a multi-bucket fabric array).
 - ``close``: remove both tags (N children + N parents).
 
 Timing: ``harness.timing.Timer`` (``wp.synchronize_device()`` around every clock read, one warm-up excluded, GC off,
@@ -192,10 +192,11 @@ def measure(
     try:
         pos, quat = v.get_world_poses()
         checks.append(check_poses(arrays, pos.numpy(), quat.numpy(), f"{provider} {arrays.envs}"))
-        variants = [("", True)] + ([("_gathered", False)] if provider == "ovstage" else [])
+        gathered = provider == "ovstage" and fabric.zero_copy  # CPU: also time reads that gather, as CUDA does
+        variants = [("", True)] + ([("_gathered", False)] if gathered else [])
         for suffix, zero_copy in variants:
-            if provider == "ovstage":
-                fabric._zero_copy = zero_copy  # the gathered variant: what a CUDA device does on every access
+            if gathered:
+                fabric.zero_copy = zero_copy  # the provider's documented switch (OvstageFabricStage.zero_copy)
             with fabric.lock:
                 child = ScopedRebuild(v, parents=False)
                 parent = ScopedRebuild(v, parents=True)
@@ -214,8 +215,8 @@ def measure(
             rows.append(row(key, f"get_world_poses_indexed{suffix}", indexed))
             rows.append(row(key, f"get_local_poses{suffix}", timer(v.get_local_poses)))
             log(f"{provider}{suffix} {arrays.envs}: get_world_poses {rows[-3]['median_s'] * 1e3:.2f} ms")
-        if provider == "ovstage":
-            fabric._zero_copy = wp.get_device(device).is_cpu
+        if gathered:
+            fabric.zero_copy = True
         p0, q0 = (wp.clone(x) for x in v.get_world_poses())
         rows.append(row(key, "set_world_poses", timer(lambda: v.set_world_poses(p0, q0))))
         log(f"{provider} {arrays.envs}: set_world_poses {rows[-1]['median_s'] * 1e3:.2f} ms")

@@ -364,6 +364,30 @@ def test_zero_copy_reads_and_staged_writes(scene) -> None:
             sel.release()
 
 
+def test_zero_copy_switch_gathers_reads(scene, device: str) -> None:
+    """zero_copy=False makes CPU reads gather into staging columns (same poses); CUDA refuses zero_copy=True."""
+    _, ovs = scene
+    provider = attach(ovs, device)
+    if device != "cpu":
+        assert not provider.zero_copy
+        with pytest.raises(ValueError, match="zero_copy"):
+            provider.zero_copy = True
+        return
+    with fv.FabricFrameView(ROBOTS, stage=ovs) as view:
+        expected = view.get_world_poses()[0].numpy().copy()
+        sel = provider.select([view.tag_names[0], WORLD_MATRIX])
+        try:
+            assert provider.zero_copy
+            provider.zero_copy = False
+            sel.prepare_for_reuse()
+            assert sel.staged
+            with fv.FabricFrameView(ROBOTS, stage=ovs) as gathered:
+                np.testing.assert_allclose(gathered.get_world_poses()[0].numpy(), expected, atol=POS_ATOL)
+        finally:
+            sel.release()
+            provider.zero_copy = True
+
+
 def test_foreign_writes_are_read(scene, device: str) -> None:
     """A local-matrix write made by someone else (a simulator's sync step) is what the view reads next."""
     stage, ovs = scene

@@ -33,375 +33,29 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import ovstage
 import warp as wp
-from ovstage import (
-    AttributeSemantic,
-    Filter,
-    FilterOp,
-    HierarchyRelation,
-    OrdinalRange,
-    PathDictionary,
-    Predicate,
-    Scope,
-)
+from ovstage import AttributeSemantic, HierarchyRelation
 
-from ..visibility import INVISIBLE, NO_OPINION, TOKENS, VISIBILITY_ATTR, VISIBLE, compute_visibility
-from .stage import LOCAL_MATRIX, WORLD_MATRIX
+from ..visibility import compute_visibility
+from .ovstage_core import STATUS_OK, USD_PATH, OvstageVisibilityTree, StageCore
+from .ovstage_selection import OvstageSelection
+from .stage import LOCAL_MATRIX, RESET_XFORM_STACK, WORLD_MATRIX, nearest_xform_ancestors, parent_path
 
-__all__ = ["OvstageFabricStage", "OvstageSelection", "attach"]
+__all__ = ["RESET_XFORM_STACK", "USD_PATH", "OvstageFabricStage", "OvstageSelection", "attach"]
 
 logger = logging.getLogger(__name__)
 
-RESET_XFORM_STACK = "omni:fabric:resetXformStack"
-"""Bool attribute: the prim ignores its ancestors' transforms (world == local)."""
-
-USD_PATH = "usd-path"
-"""Derived attribute every prim carries (its path id): a row means the prim exists."""
-
-_PATH_LISTS = 8
-_EXISTS_TTL_S = 1.0
-
-_LATEST = OrdinalRange.latest((1 << 64) - 1)
-_STATUS_OK = 0
-
-# (DLPack type code, bits, trailing shape) -> (warp dtype, Fabric type tuple for the array interface)
-_KINDS: dict[tuple[int, int, tuple[int, ...]], tuple[Any, tuple]] = {
-    (2, 64, (4, 4)): (wp.mat44d, (True, "f8", 16, 0, "matrix")),
-    (1, 32, ()): (wp.uint32, (True, "u4", 1, 0, "")),
-    (0, 32, ()): (wp.int32, (True, "i4", 1, 0, "")),
-    (2, 64, ()): (wp.float64, (True, "f8", 1, 0, "")),
-    (2, 32, ()): (wp.float32, (True, "f4", 1, 0, "")),
-}
-_MATRIX_KIND = (2, 64, (4, 4))
-_UINT_KIND = (1, 32, ())
-
-
-def _default_kind(name: str) -> tuple[int, int, tuple[int, ...]]:
-    return _MATRIX_KIND if name in (WORLD_MATRIX, LOCAL_MATRIX) else _UINT_KIND
-
-
-class _StageCore:
-    """What every provider of one ``ovstage.Stage`` shares: the lock, the ordinal counter, the pinned selections."""
-
-    def __init__(self, stage: ovstage.Stage) -> None:
-        self.stage = stage
-        self.pd = PathDictionary(stage)
-        self.lock = threading.RLock()
-        self.ordinal = 0
-        self.pinned: set[OvstageSelection] = set()
-        self._tokens: dict[str, int] = {}
-        self.explicit_hierarchy = False  # True: compute_hierarchy after each write (no automatic world updates)
-        self.auto_update_checked = False
-        self._lists: OrderedDict[tuple[str, ...], Any] = OrderedDict()
-        self.listing: tuple[str, frozenset[str]] | None = None
-        self.exists: dict[str, bool] = {}
-        self._exists_since = 0.0
-
-    def path_list(self, paths: tuple[str, ...]) -> Any:
-        """A cached interned path list (least recently used of ``_PATH_LISTS`` kept)."""
-        plist = self._lists.get(paths)
-        if plist is not None:
-            self._lists.move_to_end(paths)
-            return plist
-        plist = self._lists[paths] = self.pd.create_path_list_from_strings(list(paths))
-        while len(self._lists) > _PATH_LISTS:
-            _, old = self._lists.popitem(last=False)
-            if self.alive():
-                old.release()
-        return plist
-
-    def remember_listing(self, prefix: str, names: list[str]) -> None:
-        self.listing = (prefix, frozenset(names))
-        self.exists = {}
-        self._exists_since = time.monotonic()
-
-    def exists_valid(self) -> bool:
-        return time.monotonic() - self._exists_since < _EXISTS_TTL_S
-
-    def forget_listing(self) -> None:
-        self.listing = None
-        self.exists = {}
-
-    def token(self, name: str) -> int:
-        tok = self._tokens.get(name)
-        if tok is None:
-            tok = self._tokens[name] = self.pd.intern_token(name)
-        return tok
-
-    def alive(self) -> bool:
-        return bool(getattr(self.stage, "_inst", None))
-
-    def release_pinned(self) -> None:
-        """Release every read group still pinned on this stage (writes fail while a read overlaps them)."""
-        for sel in list(self.pinned):
-            sel.release_groups()
-
-    def next_ordinal(self, tokens: Sequence[int]) -> int:
-        """A fresh ordinal above this provider's last one and above the write floors of ``tokens``."""
-        self.forget_listing()  # a write may create or remove prims: drop the has_prim batch
-        floor = self.ordinal
-        for tok in tokens:
-            query = self.stage.get_attribute_write_floor(tok)
-            try:
-                floor = max(floor, query.fetch())
-            finally:
-                query.release().wait()
-        self.ordinal = floor + 1
-        return self.ordinal
-
-    def seal(self, ordinal: int, tokens: Sequence[int]) -> None:
-        self.stage.advance_write_floor(ordinal, Scope.INCLUDE, list(tokens)).wait()
-
-
-class OvstageSelection:
-    """The prims of an ovstage stage that carry every attribute of ``require``, in Fabric slot order.
-
-    Implements :class:`frameview.fabric.stage.FabricSelection`. Every :meth:`prepare_for_reuse` or
-    :meth:`prepare_for_write` issues a ``HAS`` query and reads the columns; :meth:`release` ends the access. The
-    interface is valid between the two.
-    """
-
-    def __init__(self, provider: OvstageFabricStage, require: Sequence[str], write: bool) -> None:
-        if not require:
-            raise ValueError("require: expected at least one attribute name, got an empty sequence")
-        self._provider = provider
-        self._core = provider._core
-        self.require = tuple(str(r) for r in require)
-        self._tokens = [self._core.token(r) for r in self.require]
-        self._filter = Filter([Predicate(tok, FilterOp.HAS) for tok in self._tokens])
-        self._access = 2 if write else 1
-        self._count = 0
-        self._iface: dict[str, Any] = {"version": 1, "device": provider.device, "attribs": {}}
-        self._signature: tuple | None = None
-        self._query: Any = None
-        self._read: Any = None
-        self._groups: list[Any] = []
-        self._staged = False
-        self._staging: dict[str, wp.array] = {}
-        self._host: dict[str, wp.array] = {}
-        self._copied: Any = None  # CUDA event after the last upload from the pinned host buffers
-
-    # ---------------------------------------------------------------- FabricSelection
-
-    @property
-    def count(self) -> int:
-        return self._count
-
-    @property
-    def staged(self) -> bool:
-        """True when the interface points at provider-owned staging columns (writable), not at Fabric storage."""
-        return self._staged
-
-    def prepare_for_reuse(self) -> bool:
-        """Start a read access: query, read and expose the columns (zero-copy on the CPU).
-
-        Returns:
-            True when the exposed pointers or counts differ from the previous access.
-        """
-        return self._prepare(stage_columns=not self._provider._zero_copy)
-
-    def prepare_for_write(self) -> bool:
-        """Start a write access: gather the columns into writable staging buffers.
-
-        Write world and local matrices through the interface, then call
-        :meth:`OvstageFabricStage.propagate_world` to hand them to Fabric.
-
-        Returns:
-            True when the exposed pointers or counts differ from the previous access.
-        """
-        return self._prepare(stage_columns=True)
-
-    @property
-    def __fabric_arrays_interface__(self) -> dict[str, Any]:
-        return self._iface
-
-    def release(self) -> None:
-        """End the access: release the read groups, the read and the query. Idempotent."""
-        self.release_groups()
-        query, self._query = self._query, None
-        if query is not None and self._core.alive():
-            query.release().wait()
-
-    def release_groups(self) -> None:
-        """Unpin the read groups (Fabric storage); the query stays, for a staged write-back. Idempotent."""
-        groups, self._groups = self._groups, []
-        read, self._read = self._read, None
-        self._core.pinned.discard(self)
-        if not self._core.alive():
-            return
-        for g in groups:
-            if not g.released:
-                g.release()
-        if read is not None:
-            read.release().wait()
-
-    def paths(self) -> list[str]:
-        """Prim paths in slot order, during an access (diagnostics and baselines: one string per prim, slow)."""
-        if not self._groups:
-            if self._count:
-                raise RuntimeError("paths(): call prepare_for_reuse() or prepare_for_write() first")
-            return []
-        pd = self._core.pd
-        out: list[str] = []
-        for g in self._groups:
-            if g.attribute != self._tokens[0]:
-                continue
-            listed = pd.get_path_strings(g.prim_list)
-            out.extend(listed[g.prim_index(i)] for i in range(g.prim_count))
-        return out
-
-    # ---------------------------------------------------------------- internals
-
-    def _prepare(self, stage_columns: bool) -> bool:
-        core = self._core
-        self._provider._check_alive()
-        self.release()
-        stage = core.stage
-        self._query = stage.query(self._filter)
-        self._query.wait()
-        self._read = stage.read_attributes(self._query, self._tokens, _LATEST)
-        self._read.wait()
-        core.pinned.add(self)
-        try:
-            self._groups = list(self._read.groups())
-            by_attr = self._split_groups()
-            counts = [g.prim_count for g in by_attr[0]]
-            self._count = int(sum(counts))
-            if not stage_columns and all(_compact(g) for gs in by_attr for g in gs):
-                pointers = [[_data_ptr(g) for g in gs] for gs in by_attr]
-                kinds = [
-                    _kind(gs[0]) if gs else _default_kind(name) for name, gs in zip(self.require, by_attr, strict=True)
-                ]
-                self._staged = False
-            else:
-                kinds = [self._gather(name, gs) for name, gs in zip(self.require, by_attr, strict=True)]
-                pointers = [[self._staging[name].ptr] if self._count else [] for name in self.require]
-                counts = [self._count] if self._count else []
-                self._staged = True
-        except BaseException:
-            self.release()
-            raise
-        attribs = {}
-        for name, kind, ptrs in zip(self.require, kinds, pointers, strict=True):
-            attribs[name] = {"type": _KINDS[kind][1], "access": self._access, "pointers": ptrs, "counts": counts}
-        signature = (self._staged, tuple(tuple(p) for p in pointers), tuple(counts), tuple(kinds))
-        changed = signature != self._signature
-        if changed:
-            self._signature = signature
-            self._iface = {"version": 1, "device": self._provider.device, "attribs": attribs}
-        return changed
-
-    def _split_groups(self) -> list[list[Any]]:
-        """Groups per required attribute, in read order; checks that the buckets line up across attributes."""
-        by_tok: dict[int, list[Any]] = {tok: [] for tok in self._tokens}
-        for g in self._groups:
-            if g.attribute in by_tok:
-                by_tok[g.attribute].append(g)
-        by_attr = [by_tok[tok] for tok in self._tokens]
-        first = [g.prim_count for g in by_attr[0]]
-        for name, gs in zip(self.require[1:], by_attr[1:], strict=True):
-            if [g.prim_count for g in gs] != first:
-                raise RuntimeError(
-                    f"ovstage returned read groups that do not line up across attributes: {self.require[0]!r} has "
-                    f"bucket sizes {first}, {name!r} has {[g.prim_count for g in gs]}; expected one aligned group "
-                    f"per bucket"
-                )
-        return by_attr
-
-    def _gather(self, name: str, groups: list[Any]) -> tuple[int, int, tuple[int, ...]]:
-        """Copy the rows of ``groups`` into this selection's staging column for ``name``; returns the column kind."""
-        kind = _kind(groups[0]) if groups else _default_kind(name)
-        if kind not in _KINDS:
-            raise TypeError(f"attribute {name!r}: unsupported Fabric column type {kind} (expected matrix4d or uint)")
-        dtype = _KINDS[kind][0]
-        n = self._count
-        col = self._staging.get(name)
-        if col is None or col.shape[0] < max(n, 1) or col.dtype != dtype:
-            col = wp.empty(max(n, 1), dtype=dtype, device=self._provider.device)
-            self._staging[name] = col
-        if n == 0:
-            return kind
-        device_col = col.device.is_cuda
-        staging = col
-        if device_col:
-            staging = self._host.get(name)
-            if staging is None or staging.shape[0] < n or staging.dtype != dtype:
-                staging = self._host[name] = wp.empty(n, dtype=dtype, device="cpu", pinned=True)
-            elif self._copied is not None:
-                wp.synchronize_event(self._copied)  # the previous upload may still read the pinned buffer
-        host = staging.numpy()
-        start = 0
-        for g in groups:
-            rows = g.prim_count
-            src = g.array(0)
-            src = src[_index_map(g)] if g.has_data_index_map else src[:rows]
-            host[start : start + rows] = src.reshape(host[start : start + rows].shape)
-            start += rows
-        if device_col:
-            wp.copy(col, staging, count=n)
-            self._copied = wp.get_stream(col.device).record_event()
-        return kind
-
-    def _staged_matrices(self, name: str) -> np.ndarray:
-        """(count, 4, 4) float64 host copy (or view, on the CPU) of a staged matrix column."""
-        col = self._staging[name]
-        if col.device.is_cuda:
-            return col[: self._count].numpy().reshape(self._count, 4, 4)
-        return col.numpy()[: self._count].reshape(self._count, 4, 4)
-
-
-def _compact(g: Any) -> bool:
-    """A group whose rows are its tensor's leading rows, densely packed on the host: usable in place."""
-    t = g.tensor(0)
-    if g.has_data_index_map or int(t.device.device_type.value) != 1:
-        return False
-    if not t.strides:
-        return True
-    shape = t.shape_tuple
-    expected, step = [], 1
-    for dim in reversed(shape):
-        expected.append(step)
-        step *= dim
-    return tuple(t.strides[i] for i in range(t.ndim)) == tuple(reversed(expected))
-
-
-def _data_ptr(g: Any) -> int:
-    t = g.tensor(0)
-    return int(t.data or 0) + int(t.byte_offset)
-
-
-def _kind(g: Any) -> tuple[int, int, tuple[int, ...]]:
-    t = g.tensor(0)
-    return (int(t.dtype.code), int(t.dtype.bits), tuple(t.shape_tuple[1:]))
-
-
-def _prim_indices(g: Any) -> np.ndarray:
-    """Positions in ``g.prim_list`` of a group's prims (through its prim index map, if any)."""
-    count = g.prim_count
-    if not g.has_prim_index_map:
-        return np.arange(g.prim_offset, g.prim_offset + count, dtype=np.int64)
-    try:
-        return np.ctypeslib.as_array(g.raw.prims.index_map, shape=(count,)).astype(np.int64)
-    except (TypeError, ValueError, AttributeError):
-        return np.fromiter((g.prim_index(i) for i in range(count)), dtype=np.int64, count=count)
-
-
-def _index_map(g: Any) -> np.ndarray:
-    """The data index map of a group as an int64 array (data row of each of its prims)."""
-    count = g.prim_count
-    ptr = g.raw.data.index_map
-    try:
-        return np.ctypeslib.as_array(ptr, shape=(count,)).astype(np.int64)
-    except (TypeError, ValueError, AttributeError):
-        return np.fromiter((g.data_row_index(i) for i in range(count)), dtype=np.int64, count=count)
+# the names these lived under before the split into ovstage_core / ovstage_selection
+_StageCore = StageCore
+_OvstageVisibilityTree = OvstageVisibilityTree
+_parent_path = parent_path
+_STATUS_OK = STATUS_OK
 
 
 class OvstageFabricStage:
@@ -421,11 +75,35 @@ class OvstageFabricStage:
 
     provider = "ovstage"
 
-    def __init__(self, core: _StageCore, device: str) -> None:
+    def __init__(self, core: StageCore, device: str) -> None:
         self._core = core
         self.device = str(wp.get_device(device))
         self._zero_copy = wp.get_device(device).is_cpu
         self.lock = core.lock
+
+    @property
+    def zero_copy(self) -> bool:
+        """True when read accesses expose Fabric storage in place (the default on the CPU).
+
+        Set it to False on a CPU provider to make reads gather into staging columns, as a CUDA device does on every
+        access (``perf/bench_ovstage.py`` compares the two); it applies from the next access. Writes always go
+        through staging columns.
+
+        Raises:
+            ValueError: Set to True on a CUDA provider (ovstage columns live on the host).
+        """
+        return self._zero_copy
+
+    @zero_copy.setter
+    def zero_copy(self, value: bool) -> None:
+        if value and not wp.get_device(self.device).is_cpu:
+            raise ValueError(f"zero_copy: expected False on {self.device} (ovstage columns live on the host), got True")
+        self._zero_copy = bool(value)
+
+    @property
+    def core(self) -> StageCore:
+        """Internal: the state every provider of this ``ovstage.Stage`` shares (lock, ordinals, path lists)."""
+        return self._core
 
     @property
     def ovstage_stage(self) -> ovstage.Stage:
@@ -437,65 +115,8 @@ class OvstageFabricStage:
         """The last ordinal this provider wrote and sealed on the stage."""
         return self._core.ordinal
 
-    # ---------------------------------------------------------------- helpers
-
-    def _check_alive(self) -> None:
-        if not self._core.alive():
-            raise RuntimeError("the ovstage.Stage was destroyed; create the view again on a live stage")
-
     def _path_list(self, paths: Sequence[str]) -> Any:
-        """An interned path list for ``paths``, shared with recent calls on the same paths (a view builds, tags and
-        untags the same list several times; interning strings is the expensive part)."""
-        return self._core.path_list(tuple(str(p) for p in paths))
-
-    def _statuses(self, plist: Any) -> np.ndarray:
-        """Per-path ``get_hierarchy`` status (0: the prim exists)."""
-        res = self._core.stage.get_hierarchy(plist, 0, HierarchyRelation.PARENT)
-        return np.fromiter((item.status for item in res.items), dtype=np.int64, count=len(res.items))
-
-    def _rows(self, plist: Any, names: Sequence[str], *, values: bool = False) -> dict[str, tuple[np.ndarray, Any]]:
-        """Which prims of a path list carry each attribute: ``{name: (positions in the list, values or None)}``.
-
-        Reads through a path-list query (O(len(list)), not O(stage)); a prim that is missing or lacks the
-        attribute simply has no row. Vectorised: no per-prim Python work, no path strings.
-        """
-        core = self._core
-        ids = np.asarray(core.pd.get_paths(plist), dtype=np.uint64)
-        order = np.argsort(ids, kind="stable")
-        toks = [core.token(n) for n in names]
-        names_of = dict(zip(toks, names, strict=True))
-        parts: dict[str, list[tuple[np.ndarray, Any]]] = {n: [] for n in names}
-        with core.stage.query_from_path_list(plist) as query:
-            query.wait()
-            with core.stage.read_attributes(query, toks, _LATEST) as read:
-                read.wait()
-                for g in read.groups():
-                    with g:
-                        if not g.prim_count:
-                            continue
-                        listed = np.asarray(core.pd.get_paths(g.prim_list), dtype=np.uint64)
-                        gid = listed[_prim_indices(g)]
-                        pos = order[np.searchsorted(ids, gid, sorter=order)]
-                        data = None
-                        if values:
-                            rows = _index_map(g) if g.has_data_index_map else np.arange(g.prim_count)
-                            data = np.array(g.array(0)[rows])
-                        parts[names_of[g.attribute]].append((pos, data))
-        out: dict[str, tuple[np.ndarray, Any]] = {}
-        for name, chunks in parts.items():
-            pos = np.concatenate([c[0] for c in chunks]) if chunks else np.empty(0, np.int64)
-            data = np.concatenate([c[1] for c in chunks]) if values and chunks else None
-            out[name] = (pos, data)
-        return out
-
-    def _missing_mask(self, plist: Any, n: int, names: Sequence[str]) -> np.ndarray:
-        """(n,) bool: True where the prim of the list lacks one of ``names`` (or does not exist)."""
-        missing = np.zeros(n, dtype=bool)
-        for pos, _ in self._rows(plist, names).values():
-            carried = np.zeros(n, dtype=bool)
-            carried[pos] = True
-            missing |= ~carried
-        return missing
+        return self._core.path_list(paths)
 
     # ---------------------------------------------------------------- FabricStage protocol
 
@@ -504,45 +125,28 @@ class OvstageFabricStage:
 
     def missing_prims(self, paths: Sequence[str]) -> list[str]:
         with self.lock:
-            self._check_alive()
+            self._core.check_alive()
             paths = [str(p) for p in paths]
             if not paths:
                 return []
-            missing = self._missing_mask(self._path_list(paths), len(paths), [WORLD_MATRIX, LOCAL_MATRIX])
+            missing = self._core.missing_mask(self._path_list(paths), len(paths), [WORLD_MATRIX, LOCAL_MATRIX])
             return [paths[i] for i in np.flatnonzero(missing)]
 
     def xform_parents(self, paths: Sequence[str]) -> list[str | None]:
         with self.lock:
-            self._check_alive()
+            self._core.check_alive()
             paths = [str(p) for p in paths]
             if not paths:
                 return []
-            pos, flags = self._rows(self._path_list(paths), [RESET_XFORM_STACK], values=True)[RESET_XFORM_STACK]
+            pos, flags = self._core.rows(self._path_list(paths), [RESET_XFORM_STACK], values=True)[RESET_XFORM_STACK]
             reset = np.zeros(len(paths), dtype=bool)
             if pos.size:
                 reset[pos] = np.asarray(flags, dtype=bool).reshape(pos.size)
-            result: list[str | None] = [None] * len(paths)
-            pending = {i: _parent_path(p) for i, p in enumerate(paths) if not reset[i]}
-            carries: dict[str, bool] = {}
-            while pending:
-                unknown = sorted({c for c in pending.values() if c is not None and c not in carries})
-                if unknown:
-                    missing = set(self.missing_prims(unknown))
-                    carries.update((c, c not in missing) for c in unknown)
-                nxt: dict[int, str | None] = {}
-                for i, cand in pending.items():
-                    if cand is None:
-                        continue
-                    if carries[cand]:
-                        result[i] = cand
-                    else:
-                        nxt[i] = _parent_path(cand)
-                pending = nxt
-            return result
+            return nearest_xform_ancestors(paths, reset, self.missing_prims)
 
     def set_uint_attribute(self, paths: Sequence[str], name: str, values: np.ndarray) -> None:
         with self.lock:
-            self._check_alive()
+            self._core.check_alive()
             core = self._core
             paths = [str(p) for p in paths]
             values = np.ascontiguousarray(values, dtype=np.uint32)
@@ -553,7 +157,7 @@ class OvstageFabricStage:
             core.release_pinned()
             tok = core.token(name)
             plist = self._path_list(paths)
-            absent = self._missing_mask(plist, len(paths), [USD_PATH])
+            absent = self._core.missing_mask(plist, len(paths), [USD_PATH])
             if np.any(absent):
                 bad = [paths[i] for i in np.flatnonzero(absent)[:3]]
                 raise KeyError(
@@ -582,10 +186,10 @@ class OvstageFabricStage:
 
     def attribute_names(self, path: str) -> list[str]:
         with self.lock:
-            self._check_alive()
+            self._core.check_alive()
             core = self._core
             with core.pd.create_path_list_from_strings([str(path)]) as plist:
-                if self._statuses(plist)[0] != _STATUS_OK:
+                if self._core.statuses(plist)[0] != STATUS_OK:
                     raise KeyError(f"prim {path!r} is not on the ovstage stage")
                 with core.stage.query_from_path_list(plist) as query:
                     tokens = query.result().attributes
@@ -609,8 +213,8 @@ class OvstageFabricStage:
         if LOCAL_MATRIX not in selection.require:
             raise ValueError(f"selection: expected a selection requiring {LOCAL_MATRIX!r}, got {selection.require}")
         with self.lock:
-            self._check_alive()
-            if not selection.staged or selection._query is None:
+            self._core.check_alive()
+            if not selection.staged or selection.query is None:
                 raise RuntimeError(
                     "propagate_world: the selection was not prepared for writing; call selection.prepare_for_write() "
                     "before writing through its columns (ovstage read pointers are read-only)"
@@ -622,7 +226,7 @@ class OvstageFabricStage:
             if written[0] < 0 or written[-1] >= n:
                 raise IndexError(f"slots: expected values in [0, {n}), got [{written[0]}, {written[-1]}]")
             core = self._core
-            local = selection._staged_matrices(LOCAL_MATRIX)
+            local = selection.staged_matrices(LOCAL_MATRIX)
             core.release_pinned()
             kwargs: dict[str, Any] = {}
             if written.size != n:
@@ -632,7 +236,7 @@ class OvstageFabricStage:
             lm, wm = core.token(LOCAL_MATRIX), core.token(WORLD_MATRIX)
             ordinal = core.next_ordinal([lm, wm])
             core.stage.write_attribute(
-                selection._query, lm, ordinal, local, is_array=False, semantic=AttributeSemantic.MATRIX, **kwargs
+                selection.query, lm, ordinal, local, is_array=False, semantic=AttributeSemantic.MATRIX, **kwargs
             ).wait()
             if core.explicit_hierarchy:
                 core.stage.compute_hierarchy(ordinal, ordinal)
@@ -640,7 +244,7 @@ class OvstageFabricStage:
             if core.auto_update_checked or WORLD_MATRIX not in selection.require:
                 return
             core.auto_update_checked = True
-            if not _worlds_match(core, selection, written):
+            if not selection.worlds_match(written):
                 core.explicit_hierarchy = True
                 logger.info(
                     "ovstage stage %r does not update world matrices after local writes: frameview runs "
@@ -655,8 +259,8 @@ class OvstageFabricStage:
     def visibility(self, paths: Sequence[str]) -> np.ndarray:
         """Computed visibility from the ``visibility`` tokens of the prims and their ancestors (one batched read)."""
         with self.lock:
-            self._check_alive()
-            return compute_visibility(_OvstageVisibilityTree(self), [str(p) for p in paths])
+            self._core.check_alive()
+            return compute_visibility(OvstageVisibilityTree(self._core), [str(p) for p in paths])
 
     def set_visibility(self, paths: Sequence[str], visible: np.ndarray) -> None:
         """Not available on ovstage 0.3: raises ``NotImplementedError`` (reads work, see :meth:`visibility`).
@@ -687,7 +291,7 @@ class OvstageFabricStage:
         """
         path = str(path)
         with self.lock:
-            self._check_alive()
+            self._core.check_alive()
             core = self._core
             known = core.exists.pop(path, None)  # each batched answer is used once
             if known is not None and core.exists_valid():
@@ -698,20 +302,20 @@ class OvstageFabricStage:
                 if sep and head in listing[1]:
                     batch = [f"{listing[0]}{name}/{rest}" for name in listing[1]]
                     with core.pd.create_path_list_from_strings(batch) as plist:
-                        status = self._statuses(plist)
-                    core.exists.update(zip(batch, (status == _STATUS_OK).tolist(), strict=True))
+                        status = self._core.statuses(plist)
+                    core.exists.update(zip(batch, (status == STATUS_OK).tolist(), strict=True))
                     return core.exists.pop(path)
             with core.pd.create_path_list_from_strings([path]) as plist:
-                return bool(self._statuses(plist)[0] == _STATUS_OK)
+                return bool(self._core.statuses(plist)[0] == STATUS_OK)
 
     def child_names(self, path: str) -> list[str]:
         """Names of the children of ``path`` (``"/"`` for the root), in authoring order."""
         with self.lock:
-            self._check_alive()
+            self._core.check_alive()
             core = self._core
             with core.pd.create_path_list_from_strings([str(path)]) as plist:
                 item = core.stage.get_hierarchy(plist, 0, HierarchyRelation.CHILDREN).items[0]
-            if item.status != _STATUS_OK:
+            if item.status != STATUS_OK:
                 return []
             names = [child.rsplit("/", 1)[1] for child in item.paths]
             core.remember_listing("/" if path == "/" else f"{path}/", names)
@@ -722,55 +326,6 @@ class OvstageFabricStage:
         with self.lock:
             if self._core.alive():
                 self._core.release_pinned()
-
-
-def _worlds_match(core: _StageCore, selection: OvstageSelection, written: np.ndarray) -> bool:
-    """Whether Fabric's world matrices of the written rows equal the ones the writer staged (same query order)."""
-    expected = selection._staged_matrices(WORLD_MATRIX)[written]
-    wm = core.token(WORLD_MATRIX)
-    chunks = []
-    with core.stage.read_attributes(selection._query, [wm], _LATEST) as read:
-        read.wait()
-        for g in read.groups():
-            with g:
-                if g.attribute == wm and g.prim_count:
-                    rows = _index_map(g) if g.has_data_index_map else np.arange(g.prim_count)
-                    chunks.append(np.array(g.array(0)[rows]))
-    if not chunks:
-        return False
-    actual = np.concatenate(chunks).reshape(-1, 4, 4)
-    if actual.shape[0] != selection.count:
-        return False
-    scale = max(1.0, float(np.abs(expected).max()))
-    return bool(np.abs(actual[written] - expected).max() <= 1e-6 * scale)
-
-
-class _OvstageVisibilityTree:
-    """The reading half of :class:`frameview.visibility.VisibilityTree` over ovstage: the ``visibility`` tokens, read
-    in one batch (ovstage's population gives the token to every Imageable prim, and to typeless prims)."""
-
-    def __init__(self, provider: OvstageFabricStage) -> None:
-        self._provider = provider
-
-    def opinions(self, paths: Sequence[str]) -> np.ndarray:
-        out = np.full(len(paths), NO_OPINION, dtype=np.int8)
-        if paths:
-            provider = self._provider
-            core = provider._core
-            with core.pd.create_path_list_from_strings(list(paths)) as plist:
-                pos, data = provider._rows(plist, [VISIBILITY_ATTR], values=True)[VISIBILITY_ATTR]
-            if pos.size:
-                invisible = np.uint64(core.token(TOKENS[INVISIBLE]))
-                out[pos] = np.where(np.asarray(data).reshape(pos.size) == invisible, INVISIBLE, VISIBLE)
-        return out
-
-    def children(self, paths: Sequence[str]) -> list[list[str]]:
-        raise NotImplementedError("ovstage 0.3's hierarchy queries cannot list children reliably after writes")
-
-
-def _parent_path(path: str) -> str | None:
-    parent = path.rsplit("/", 1)[0]
-    return parent or None
 
 
 _CORES: weakref.WeakValueDictionary[int, _StageCore] = weakref.WeakValueDictionary()

@@ -8,19 +8,87 @@ Providers: :mod:`frameview.fabric.memory` (embedded Fabric model over a pxr stag
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import warp as wp
 
-__all__ = ["LOCAL_MATRIX", "WORLD_MATRIX", "FabricSelection", "FabricStage"]
+__all__ = [
+    "COLUMN_TYPES",
+    "LOCAL_MATRIX",
+    "RESET_XFORM_STACK",
+    "WORLD_MATRIX",
+    "FabricSelection",
+    "FabricStage",
+    "column_type",
+    "nearest_xform_ancestors",
+    "parent_path",
+]
 
 WORLD_MATRIX = "omni:fabric:worldMatrix"
 """World matrix attribute: matrix4d, row-vector, translation in ``m[3, 0:3]``."""
 
 LOCAL_MATRIX = "omni:fabric:localMatrix"
 """Local matrix attribute (relative to the nearest xformable ancestor): matrix4d, row-vector."""
+
+RESET_XFORM_STACK = "omni:fabric:resetXformStack"
+"""Bool attribute: the prim ignores its ancestors' transforms (world == local)."""
+
+COLUMN_TYPES: dict[str, tuple[Any, tuple]] = {
+    "matrix4d": (wp.mat44d, (True, "f8", 16, 0, "matrix")),
+    "uint": (wp.uint32, (True, "u4", 1, 0, "")),
+    "int": (wp.int32, (True, "i4", 1, 0, "")),
+    "double": (wp.float64, (True, "f8", 1, 0, "")),
+    "float": (wp.float32, (True, "f4", 1, 0, "")),
+}
+"""Fabric type name -> (Warp dtype, type tuple of Warp's Fabric array interface) of the columns a selection can
+expose (the views select ``matrix4d`` matrices and ``uint`` tags)."""
+
+
+def column_type(name: str) -> str:
+    """The Fabric type of a column the views select: ``"matrix4d"`` for the world/local matrices, else ``"uint"``
+    (frameview's tags)."""
+    return "matrix4d" if name in (WORLD_MATRIX, LOCAL_MATRIX) else "uint"
+
+
+def parent_path(path: str) -> str | None:
+    """The parent of an absolute prim path (``"/World/a"`` -> ``"/World"``), ``None`` for a root prim's parent."""
+    parent = path.rsplit("/", 1)[0]
+    return parent or None
+
+
+def nearest_xform_ancestors(
+    paths: Sequence[str], reset: Sequence[bool], missing_prims: Callable[[list[str]], list[str]]
+) -> list[str | None]:
+    """For each path, its nearest ancestor carrying Fabric matrices (``None``: none, or ``reset[i]``).
+
+    Walks up one level at a time for all paths together: each level asks ``missing_prims`` once about the
+    candidates not seen before (a provider's batched :meth:`FabricStage.missing_prims`).
+
+    Args:
+        paths: Prim paths.
+        reset: Per path, True when the prim resets its transform stack (it has no xform parent).
+        missing_prims: Returns the given paths that are not prims carrying Fabric matrices.
+    """
+    result: list[str | None] = [None] * len(paths)
+    pending = {i: parent_path(p) for i, p in enumerate(paths) if not reset[i]}
+    carries: dict[str, bool] = {}
+    while pending:
+        unknown = sorted({c for c in pending.values() if c is not None and c not in carries})
+        if unknown:
+            missing = set(missing_prims(unknown))
+            carries.update((c, c not in missing) for c in unknown)
+        nxt: dict[int, str | None] = {}
+        for i, cand in pending.items():
+            if cand is None:
+                continue
+            if carries[cand]:
+                result[i] = cand
+            else:
+                nxt[i] = parent_path(cand)
+        pending = nxt
+    return result
 
 
 @runtime_checkable

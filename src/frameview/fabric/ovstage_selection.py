@@ -1,0 +1,307 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The ovstage provider's selections: a ``HAS`` query per access, its read groups exposed as Warp's Fabric array
+interface (zero-copy on the CPU) or gathered into staging columns (writes, CUDA devices).
+
+ovstage returns one read group per (attribute, bucket); the groups of one bucket are row-aligned (row ``i`` is the
+same prim in the tag, world and local groups), so slot ``k`` is the ``k``-th row when the buckets are concatenated in
+read order. See :mod:`frameview.fabric.ovstage` for how writes reach Fabric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import warp as wp
+from ovstage import Filter, FilterOp, Predicate
+
+from .ovstage_core import LATEST, StageCore, group_values, index_map
+from .stage import COLUMN_TYPES, WORLD_MATRIX, column_type
+
+if TYPE_CHECKING:
+    from .ovstage import OvstageFabricStage
+
+__all__ = ["OvstageSelection"]
+
+# (DLPack type code, bits, trailing shape) of a read group -> Fabric type name (a key of COLUMN_TYPES)
+_KIND_TYPES: dict[tuple[int, int, tuple[int, ...]], str] = {
+    (2, 64, (4, 4)): "matrix4d",
+    (1, 32, ()): "uint",
+    (0, 32, ()): "int",
+    (2, 64, ()): "double",
+    (2, 32, ()): "float",
+}
+
+
+class OvstageSelection:
+    """The prims of an ovstage stage that carry every attribute of ``require``, in Fabric slot order.
+
+    Implements :class:`frameview.fabric.stage.FabricSelection`. Every :meth:`prepare_for_reuse` or
+    :meth:`prepare_for_write` issues a ``HAS`` query and reads the columns; :meth:`release` ends the access. The
+    interface is valid between the two.
+    """
+
+    def __init__(self, provider: OvstageFabricStage, require: Sequence[str], write: bool) -> None:
+        if not require:
+            raise ValueError("require: expected at least one attribute name, got an empty sequence")
+        self._provider = provider
+        self._core: StageCore = provider.core
+        self.require = tuple(str(r) for r in require)
+        self._tokens = [self._core.token(r) for r in self.require]
+        self._filter = Filter([Predicate(tok, FilterOp.HAS) for tok in self._tokens])
+        self._access = 2 if write else 1
+        self._count = 0
+        self._iface: dict[str, Any] = {"version": 1, "device": provider.device, "attribs": {}}
+        self._signature: tuple | None = None
+        self._query: Any = None
+        self._read: Any = None
+        self._groups: list[Any] = []
+        self._staged = False
+        self._staging: dict[str, wp.array] = {}
+        self._host: dict[str, wp.array] = {}
+        self._copied: Any = None  # CUDA event after the last upload from the pinned host buffers
+
+    # ---------------------------------------------------------------- FabricSelection
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    @property
+    def staged(self) -> bool:
+        """True when the interface points at provider-owned staging columns (writable), not at Fabric storage."""
+        return self._staged
+
+    @property
+    def query(self) -> Any:
+        """The ovstage query of the current access (``None`` outside one); writes of staged columns go through it."""
+        return self._query
+
+    def prepare_for_reuse(self) -> bool:
+        """Start a read access: query, read and expose the columns (zero-copy on the CPU, unless the provider's
+        :attr:`~frameview.fabric.ovstage.OvstageFabricStage.zero_copy` is off).
+
+        Returns:
+            True when the exposed pointers or counts differ from the previous access.
+        """
+        return self._prepare(stage_columns=not self._provider.zero_copy)
+
+    def prepare_for_write(self) -> bool:
+        """Start a write access: gather the columns into writable staging buffers.
+
+        Write world and local matrices through the interface, then call
+        :meth:`OvstageFabricStage.propagate_world` to hand them to Fabric.
+
+        Returns:
+            True when the exposed pointers or counts differ from the previous access.
+        """
+        return self._prepare(stage_columns=True)
+
+    @property
+    def __fabric_arrays_interface__(self) -> dict[str, Any]:
+        return self._iface
+
+    def release(self) -> None:
+        """End the access: release the read groups, the read and the query. Idempotent."""
+        self.release_groups()
+        query, self._query = self._query, None
+        if query is not None and self._core.alive():
+            query.release().wait()
+
+    def release_groups(self) -> None:
+        """Unpin the read groups (Fabric storage); the query stays, for a staged write-back. Idempotent."""
+        groups, self._groups = self._groups, []
+        read, self._read = self._read, None
+        self._core.pinned.discard(self)
+        if not self._core.alive():
+            return
+        for g in groups:
+            if not g.released:
+                g.release()
+        if read is not None:
+            read.release().wait()
+
+    def paths(self) -> list[str]:
+        """Prim paths in slot order, during an access (diagnostics and baselines: one string per prim, slow)."""
+        if not self._groups:
+            if self._count:
+                raise RuntimeError("paths(): call prepare_for_reuse() or prepare_for_write() first")
+            return []
+        pd = self._core.pd
+        out: list[str] = []
+        for g in self._groups:
+            if g.attribute != self._tokens[0]:
+                continue
+            listed = pd.get_path_strings(g.prim_list)
+            out.extend(listed[g.prim_index(i)] for i in range(g.prim_count))
+        return out
+
+    # ---------------------------------------------------------------- staged writes
+
+    def staged_matrices(self, name: str) -> np.ndarray:
+        """(count, 4, 4) float64 host copy (or view, on the CPU) of a staged matrix column."""
+        col = self._staging[name]
+        if col.device.is_cuda:
+            return col[: self._count].numpy().reshape(self._count, 4, 4)
+        return col.numpy()[: self._count].reshape(self._count, 4, 4)
+
+    def worlds_match(self, written: np.ndarray) -> bool:
+        """Whether Fabric's world matrices of the ``written`` slots equal the ones the writer staged (same query)."""
+        expected = self.staged_matrices(WORLD_MATRIX)[written]
+        core = self._core
+        wm = core.token(WORLD_MATRIX)
+        chunks = []
+        with core.stage.read_attributes(self._query, [wm], LATEST) as read:
+            read.wait()
+            for g in read.groups():
+                with g:
+                    if g.attribute == wm and g.prim_count:
+                        chunks.append(group_values(g))
+        if not chunks:
+            return False
+        actual = np.concatenate(chunks).reshape(-1, 4, 4)
+        if actual.shape[0] != self._count:
+            return False
+        scale = max(1.0, float(np.abs(expected).max()))
+        return bool(np.abs(actual[written] - expected).max() <= 1e-6 * scale)
+
+    # ---------------------------------------------------------------- internals
+
+    def _prepare(self, stage_columns: bool) -> bool:
+        self._core.check_alive()
+        self.release()
+        self._read_groups()
+        try:
+            by_attr = self._split_groups()
+            counts = [g.prim_count for g in by_attr[0]]
+            self._count = int(sum(counts))
+            self._staged = stage_columns or not all(_compact(g) for gs in by_attr for g in gs)
+            if self._staged:
+                types = [self._gather(name, gs) for name, gs in zip(self.require, by_attr, strict=True)]
+                pointers = [[self._staging[name].ptr] if self._count else [] for name in self.require]
+                counts = [self._count] if self._count else []
+            else:
+                types = [_type_of(name, gs) for name, gs in zip(self.require, by_attr, strict=True)]
+                pointers = [[_data_ptr(g) for g in gs] for gs in by_attr]
+        except BaseException:
+            self.release()
+            raise
+        return self._expose(types, pointers, counts)
+
+    def _read_groups(self) -> None:
+        """Query the stage and read the required columns at the latest ordinal; pins the read groups."""
+        core = self._core
+        self._query = core.stage.query(self._filter)
+        self._query.wait()
+        self._read = core.stage.read_attributes(self._query, self._tokens, LATEST)
+        self._read.wait()
+        core.pinned.add(self)
+        try:
+            self._groups = list(self._read.groups())
+        except BaseException:
+            self.release()
+            raise
+
+    def _expose(self, types: list[str], pointers: list[list[int]], counts: list[int]) -> bool:
+        """Rebuild the interface if the pointers, counts or types changed; returns whether they did."""
+        signature = (self._staged, tuple(tuple(p) for p in pointers), tuple(counts), tuple(types))
+        if signature == self._signature:
+            return False
+        self._signature = signature
+        attribs = {
+            name: {"type": COLUMN_TYPES[t][1], "access": self._access, "pointers": ptrs, "counts": counts}
+            for name, t, ptrs in zip(self.require, types, pointers, strict=True)
+        }
+        self._iface = {"version": 1, "device": self._provider.device, "attribs": attribs}
+        return True
+
+    def _split_groups(self) -> list[list[Any]]:
+        """Groups per required attribute, in read order; checks that the buckets line up across attributes."""
+        by_tok: dict[int, list[Any]] = {tok: [] for tok in self._tokens}
+        for g in self._groups:
+            if g.attribute in by_tok:
+                by_tok[g.attribute].append(g)
+        by_attr = [by_tok[tok] for tok in self._tokens]
+        first = [g.prim_count for g in by_attr[0]]
+        for name, gs in zip(self.require[1:], by_attr[1:], strict=True):
+            if [g.prim_count for g in gs] != first:
+                raise RuntimeError(
+                    f"ovstage returned read groups that do not line up across attributes: {self.require[0]!r} has "
+                    f"bucket sizes {first}, {name!r} has {[g.prim_count for g in gs]}; expected one aligned group "
+                    f"per bucket"
+                )
+        return by_attr
+
+    def _staging_column(self, name: str, dtype: Any) -> wp.array:
+        """This selection's staging column for ``name`` on the provider's device, grown to the count if needed."""
+        n = self._count
+        col = self._staging.get(name)
+        if col is None or col.shape[0] < max(n, 1) or col.dtype != dtype:
+            col = self._staging[name] = wp.empty(max(n, 1), dtype=dtype, device=self._provider.device)
+        return col
+
+    def _host_column(self, name: str, col: wp.array) -> wp.array:
+        """Where rows are gathered on the host: ``col`` itself on the CPU, a pinned buffer for a CUDA column."""
+        if not col.device.is_cuda:
+            return col
+        n = self._count
+        staging = self._host.get(name)
+        if staging is None or staging.shape[0] < n or staging.dtype != col.dtype:
+            staging = self._host[name] = wp.empty(n, dtype=col.dtype, device="cpu", pinned=True)
+        elif self._copied is not None:
+            wp.synchronize_event(self._copied)  # the previous upload may still read the pinned buffer
+        return staging
+
+    def _gather(self, name: str, groups: list[Any]) -> str:
+        """Copy the rows of ``groups`` into this selection's staging column for ``name``; returns its Fabric type."""
+        type_name = _type_of(name, groups)
+        col = self._staging_column(name, COLUMN_TYPES[type_name][0])
+        n = self._count
+        if n == 0:
+            return type_name
+        staging = self._host_column(name, col)
+        host = staging.numpy()
+        start = 0
+        for g in groups:
+            rows = g.prim_count
+            src = g.array(0)
+            src = src[index_map(g)] if g.has_data_index_map else src[:rows]
+            host[start : start + rows] = src.reshape(host[start : start + rows].shape)
+            start += rows
+        if staging is not col:
+            wp.copy(col, staging, count=n)
+            self._copied = wp.get_stream(col.device).record_event()
+        return type_name
+
+
+def _type_of(name: str, groups: list[Any]) -> str:
+    """The Fabric type of a column from its first read group (its default type when the selection is empty)."""
+    if not groups:
+        return column_type(name)
+    t = groups[0].tensor(0)
+    kind = (int(t.dtype.code), int(t.dtype.bits), tuple(t.shape_tuple[1:]))
+    type_name = _KIND_TYPES.get(kind)
+    if type_name is None:
+        raise TypeError(f"attribute {name!r}: unsupported Fabric column type {kind} (expected matrix4d or uint)")
+    return type_name
+
+
+def _compact(g: Any) -> bool:
+    """A group whose rows are its tensor's leading rows, densely packed on the host: usable in place."""
+    t = g.tensor(0)
+    if g.has_data_index_map or int(t.device.device_type.value) != 1:
+        return False
+    if not t.strides:
+        return True
+    shape = t.shape_tuple
+    expected, step = [], 1
+    for dim in reversed(shape):
+        expected.append(step)
+        step *= dim
+    return tuple(t.strides[i] for i in range(t.ndim)) == tuple(reversed(expected))
+
+
+def _data_ptr(g: Any) -> int:
+    t = g.tensor(0)
+    return int(t.data or 0) + int(t.byte_offset)
