@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The writer scopes themselves: :class:`XformSpaceWriter` and its world / local variants.
+
+A scope validates each write at once, copies it, combines writes to the same rows and hands the combined write to
+the view when it flushes (:class:`frameview.writers.WriterScopesMixin` opens scopes and stages writes).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import warp as wp
+
+from ._rows import ALL, INDEXED, MASK, Rows
+
+if TYPE_CHECKING:
+    from .base import BaseFrameView
+
+__all__ = ["PendingWrite", "XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter"]
+
+logger = logging.getLogger("frameview.writers")  # the logger these scopes used before the split
+
+_WriterT = TypeVar("_WriterT", bound="XformSpaceWriter")
+
+
+@dataclass
+class PendingWrite:
+    """One validated write: its rows and data on the view's device (``None``: keep that component)."""
+
+    rows: Rows
+    pos: wp.array | None
+    quat: wp.array | None
+    scale: wp.array | None
+    from_host: bool
+    """Rows and data were checked on the host: the write's device errors are raised by the write itself."""
+    key: tuple | None = None
+    """The rows as host data, to compare with a later write (``None``: device rows, not comparable for free)."""
+
+    def call(self, space: str) -> str:
+        """The name errors give this write (it selects the argument named in device-side value errors)."""
+        poses = self.pos is not None or self.quat is not None
+        if self.scale is None:
+            return f"set_{space}"
+        return f"set_{space}_poses_and_scales" if poses else f"set_{space}_scales"
+
+
+def _same_rows(a: tuple | None, b: tuple | None) -> bool:
+    if a is None or b is None or a[0] != b[0]:
+        return False
+    return a[0] == ALL or (a[1].shape == b[1].shape and bool(np.array_equal(a[1], b[1])))
+
+
+class XformSpaceWriter:
+    """A context manager that writes poses and scales of a view in one space (world or local).
+
+    Returned by :meth:`WriterScopesMixin.xform_world_space_writer` / ``xform_local_space_writer``; enter it with
+    ``with``. One writer may be open per view: entering a second raises ``RuntimeError``, and while one is open the
+    view's own pose and scale getters and setters raise ``RuntimeError`` (read through :meth:`get_poses` /
+    :meth:`get_scales` inside the scope). A writer is entered once.
+
+    **When writes happen.** Each write is validated at once (as the view's setters validate) and its data and indices
+    are copied, so the caller may reuse its buffers. Writes to the same rows (``indices=None``, or equal host indices
+    or masks) are combined: on flush, every prim gets the last value written to each component, all solved together
+    in one backend write (one solve, one commit, descendants moved once). The scope flushes on exit (also when the
+    body raised: the writes made before the exception are applied and the view is left consistent), before
+    :meth:`get_poses` / :meth:`get_scales` (which therefore see every write made so far), and before a write to other
+    rows. Writes go through at once, uncombined, when comparing their rows would cost a host round trip (indices or a
+    mask on the view's CUDA device, for the Fabric backend) and, in a world-space writer, when the view holds a prim
+    and one of its ancestors (a later world write of one component would then move what an earlier one placed; in
+    sequence it does not). The result is the same as writing each call through the view's setters at once, except
+    that a combined write is accepted or rejected as a whole, and that world values are solved against the parents'
+    world matrices at flush time: a parent moved meanwhile by another view does not carry the prim away from the
+    world pose written (as Isaac Lab's writers derive the other space on exit). Errors found on the device by a
+    combined write are raised by the flush (on exit) or, on CUDA with device data, as described in
+    ``docs/reliability.md``.
+
+    Arrays returned by the getters are the view's output buffers (see :class:`~frameview.BaseFrameView`).
+    """
+
+    _space = "world"
+
+    def __init__(self, view: BaseFrameView) -> None:
+        self._view = view
+        self._state = "new"  # "new" -> "open" -> "closed"
+        self._calling = False
+        self._pending: PendingWrite | None = None
+
+    @property
+    def space(self) -> str:
+        """``"world"`` or ``"local"``: the space of every value this writer takes and returns."""
+        return self._space
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._view!r}, {self._state})"
+
+    # ---------------------------------------------------------------- scope
+
+    def __enter__(self: _WriterT) -> _WriterT:
+        view = self._view
+        with view._lock:
+            view._check_open()
+            if self._state != "new":
+                raise RuntimeError(
+                    f"{self!r} was already entered: a writer scope is entered once; open a new one with "
+                    f"view.xform_{self._space}_space_writer()"
+                )
+            active = view._active_writer
+            if active is not None:
+                raise RuntimeError(
+                    f"{view!r} already has an open writer scope ({type(active).__name__}); exit it before opening "
+                    "another (one writer per view)"
+                )
+            view._active_writer = self
+            self._state = "open"
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        view = self._view
+        with view._lock:
+            try:
+                self._flush()
+            except Exception:
+                if exc_type is None:
+                    raise
+                logger.warning(  # the body's exception propagates; do not hide it behind the flush's
+                    "%r: the writes made before the exception were not applied", self, exc_info=True
+                )
+            finally:
+                self._pending = None
+                self._state = "closed"
+                if view._active_writer is self:
+                    view._active_writer = None
+
+    # ---------------------------------------------------------------- writes
+
+    def set_poses(
+        self,
+        positions: Any = None,
+        orientations: Any = None,
+        indices: Any = None,
+        *,
+        mask: Any = None,
+    ) -> None:
+        """Set positions and/or orientations in this writer's space.
+
+        Args:
+            positions: (M, 3) positions (world frame for a world-space writer, parent frame for a local one), e.g. a
+                ``wp.vec3f`` array, an (M, 3) float array or tensor; ``None`` keeps them.
+            orientations: (M, 4) **xyzw** quaternions (``wp.vec4f`` / ``wp.quatf`` arrays, (M, 4) float arrays or
+                tensors; normalised here), or ``None`` to keep them.
+            indices: View indices to write (M of them, each at most once), ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
+        """
+        self._write(indices, mask, (positions, "positions", wp.vec3f), (orientations, "orientations", wp.quatf))
+
+    def set_scales(self, scales: Any, indices: Any = None, *, mask: Any = None) -> None:
+        """Set scales in this writer's space (local scales, or world scales solved as
+        :meth:`WriterScopesMixin.set_world_scales` solves them); the prims' rotations and translations are kept.
+
+        Args:
+            scales: (M, 3) per-axis scales.
+            indices: View indices to write (M of them, each at most once), ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
+        """
+        if scales is None:
+            raise ValueError("scales: expected an (M, 3) array, got None")
+        self._write(indices, mask, (None, "positions", wp.vec3f), (None, "orientations", wp.quatf),
+                    (scales, "scales", wp.vec3f))  # fmt: skip
+
+    # ---------------------------------------------------------------- reads
+
+    def get_poses(self, indices: Any = None, *, mask: Any = None) -> tuple[wp.array, wp.array]:
+        """Positions and orientations in this writer's space, after every write made in the scope so far.
+
+        Returns:
+            Positions, (M,) ``wp.vec3f``; orientations, (M,) ``wp.quatf``, **xyzw**; the view's output buffers.
+        """
+        view = self._view
+        with view._lock, self._inside():
+            self._flush()
+            return view._get_poses(self._space, indices, mask)
+
+    def get_scales(self, indices: Any = None, *, mask: Any = None) -> wp.array:
+        """Scales in this writer's space (world: the world matrix axis lengths), after every write made so far.
+
+        Returns:
+            (M,) ``wp.vec3f``; the view's output buffer.
+        """
+        view = self._view
+        with view._lock, self._inside():
+            self._flush()
+            return view._get_scales(self._space, indices, mask)
+
+    # ---------------------------------------------------------------- internals
+
+    @contextmanager
+    def _inside(self) -> Iterator[None]:
+        """Mark the view's calls as the writer's own (the caller holds the view's lock)."""
+        if self._state != "open":
+            what = "exited" if self._state == "closed" else "not entered"
+            raise RuntimeError(
+                f"{self!r} is {what}: use it as a context manager, "
+                f"`with view.xform_{self._space}_space_writer() as w:`, and call it inside the block"
+            )
+        self._calling = True
+        try:
+            yield
+        finally:
+            self._calling = False
+
+    def _write(self, indices: Any, mask: Any, *values: tuple[Any, str, type]) -> None:
+        view = self._view
+        with view._lock, self._inside():
+            staged = view._stage_write(indices, mask, values)
+            if staged is None:
+                return
+            pending = self._pending
+            key = view._rows_key(staged.rows, indices, mask)
+            combine = key is not None and (self._space == "local" or not view._has_nested_prims())
+            if pending is not None and combine and _same_rows(pending.key, key):
+                self._combine(pending, staged)
+                return
+            self._flush()
+            if not combine:  # go through at once, as the view's setter would
+                view._apply_write(self._space, staged)
+                return
+            staged.key = key
+            self._pending = self._own(staged)
+
+    def _combine(self, pending: PendingWrite, staged: PendingWrite) -> None:
+        """Fold ``staged`` (same rows) into ``pending``: the later value of each component wins."""
+        pos, quat, scale = self._owned_data(staged)
+        pending.pos = pos if pos is not None else pending.pos
+        pending.quat = quat if quat is not None else pending.quat
+        pending.scale = scale if scale is not None else pending.scale
+        pending.from_host = pending.from_host and staged.from_host
+
+    def _own(self, staged: PendingWrite) -> PendingWrite:
+        """``staged`` with its rows and data copied into the writer's buffers (the caller's arrays and the view's
+        index staging buffer may change before the flush)."""
+        view = self._view
+        rows = staged.rows
+        if rows.kind == INDEXED:
+            idx = view._outputs("writer:indices", wp.int32, rows.count)
+            wp.copy(idx, rows.indices)
+            rows = Rows(INDEXED, rows.count, indices=idx, checked=rows.checked)
+        elif rows.kind == MASK:
+            mask = view._outputs("writer:mask", wp.bool, rows.count)
+            wp.copy(mask, rows.mask)
+            rows = Rows(MASK, rows.count, mask=mask, checked=rows.checked)
+        pos, quat, scale = self._owned_data(staged)
+        return PendingWrite(rows, pos, quat, scale, staged.from_host, staged.key)
+
+    def _owned_data(self, staged: PendingWrite) -> tuple[wp.array | None, ...]:
+        view = self._view
+        out: list[wp.array | None] = []
+        for name, dtype, arr in (("pos", wp.vec3f, staged.pos), ("quat", wp.quatf, staged.quat),
+                                 ("scale", wp.vec3f, staged.scale)):  # fmt: skip
+            if arr is None:
+                out.append(None)
+                continue
+            buf = view._outputs(f"writer:{name}", dtype, arr.shape[0])
+            wp.copy(buf, arr)
+            out.append(buf)
+        return tuple(out)
+
+    def _flush(self) -> None:
+        """Apply the held write, if any (the caller holds the view's lock)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        self._view._check_open()
+        self._view._apply_write(self._space, pending)
+
+
+class XformWorldSpaceWriter(XformSpaceWriter):
+    """Writer scope whose values are world-frame: positions, orientations and world scales (axis lengths of the world
+    matrix); the local matrices and the descendants are derived from them when the scope flushes."""
+
+    _space = "world"
+
+
+class XformLocalSpaceWriter(XformSpaceWriter):
+    """Writer scope whose values are parent-frame: translations, orientations and local scales; the world matrices
+    and the descendants are derived from them when the scope flushes."""
+
+    _space = "local"
