@@ -5,199 +5,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, Union
+from typing import Any
 
 import numpy as np
 import warp as wp
 
-from ..kernels.transforms import decompose_matrix
+from .checks import (  # noqa: F401  (_as_*: re-exported, they lived here before the split)
+    Source,
+    TransformSource,
+    _as_matrix_array,
+    _as_vector_array,
+    check_mapping,
+    check_outputs,
+    resolve_source,
+    row_count,
+)
+from .gather import _source_row, gather_matrix_transforms, gather_pose_transforms  # noqa: F401
 from .mapping import as_path_sequence, map_paths, to_path_strings
 
 __all__ = ["SceneDataProvider"]
 
+# the names these had before the split into checks.py / gather.py
+_Source = Source
+_resolve_source = resolve_source
+
 logger = logging.getLogger(__name__)
-
-# ---------------------------------------------------------------------------------------------------------------------
-# kernels
-
-
-@wp.func
-def _source_row(
-    mapping: wp.array(dtype=wp.int32), source_count: wp.int32, i: int, status_out: wp.array(dtype=wp.int32)
-):
-    """Source row of output row ``i`` (``i`` when there is no mapping); -1 to skip it (unmapped, or out of range, which
-    is flagged in ``status_out[1]``)."""
-    if not mapping:
-        return i
-    j = int(mapping[i])
-    if j != -1 and (j < 0 or j >= int(source_count)):
-        status_out[1] = 1
-        return -1
-    return j
-
-
-@wp.kernel
-def gather_matrix_transforms(
-    # inputs
-    matrices: wp.array(dtype=wp.mat44d),
-    mapping: wp.array(dtype=wp.int32),
-    source_count: wp.int32,
-    # outputs
-    positions_out: wp.array(dtype=wp.vec3f),
-    orientations_out: wp.array(dtype=wp.quatf),
-    scales_out: wp.array(dtype=wp.vec3f),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """Decompose ``matrices[mapping[i]]`` into row ``i`` of the outputs; ``-1`` rows are left untouched.
-
-    ``status_out[0]`` is set to 1 if a row was written, ``status_out[1]`` if a mapping value was out of range.
-    Outputs passed as ``None`` are skipped; ``mapping`` ``None`` is the identity.
-    """
-    i = wp.tid()
-    j = _source_row(mapping, source_count, i, status_out)
-    if j < 0:
-        return
-    p, q, s = decompose_matrix(matrices[j])
-    if positions_out:
-        positions_out[i] = wp.vec3f(p)
-    if orientations_out:
-        orientations_out[i] = wp.quatf(q)
-    if scales_out:
-        scales_out[i] = wp.vec3f(s)
-    status_out[0] = 1
-
-
-@wp.kernel
-def gather_pose_transforms(
-    # inputs
-    positions: wp.array(dtype=wp.vec3f),
-    orientations: wp.array(dtype=wp.quatf),
-    mapping: wp.array(dtype=wp.int32),
-    source_count: wp.int32,
-    # outputs
-    positions_out: wp.array(dtype=wp.vec3f),
-    orientations_out: wp.array(dtype=wp.quatf),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """Copy ``positions[mapping[i]]`` / ``orientations[mapping[i]]`` into row ``i``; ``-1`` rows are left untouched.
-
-    ``status_out`` as in :func:`gather_matrix_transforms`.
-    """
-    i = wp.tid()
-    j = _source_row(mapping, source_count, i, status_out)
-    if j < 0:
-        return
-    if positions_out:
-        positions_out[i] = positions[j]
-    if orientations_out:
-        orientations_out[i] = orientations[j]
-    status_out[0] = 1
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# validation helpers
-
-TransformSource = Union[wp.array, tuple[wp.array, wp.array]]
-"""Matrices (N,) ``wp.mat44d`` / (N, 4, 4) float64, or (positions (N, 3) float32, orientations (N, 4) float32 xyzw)."""
-
-
-class _Source(NamedTuple):
-    """A validated transform source: either ``matrices`` or ``positions`` + ``orientations`` is set."""
-
-    count: int
-    matrices: wp.array | None = None
-    positions: wp.array | None = None
-    orientations: wp.array | None = None
-
-
-def _as_vector_array(value: Any, name: str, vec_type: type, scalar: type, width: int, device: wp.Device) -> wp.array:
-    """Check that ``value`` is a Warp array of ``vec_type`` (N,) or ``scalar`` (N, width) on ``device``.
-
-    Returns it as a (N,) array of ``vec_type`` (a zero-copy view for the scalar form).
-    """
-    expected = f"wp.{vec_type.__name__} (N,) or {scalar.__name__} (N, {width})"
-    if not isinstance(value, wp.array):
-        raise TypeError(
-            f"{name}: expected a Warp array of {expected}, got {type(value).__name__}; "
-            "wrap NumPy/torch data with wp.from_numpy / wp.from_torch"
-        )
-    if value.dtype == vec_type:
-        if value.ndim != 1:
-            raise ValueError(f"{name}: expected shape (N,) for dtype wp.{vec_type.__name__}, got {value.shape}")
-        result = value
-    elif value.dtype == scalar:
-        if value.ndim != 2 or value.shape[1] != width:
-            raise ValueError(f"{name}: expected shape (N, {width}) for dtype {scalar.__name__}, got {value.shape}")
-        if value.shape[0] > 0 and value.strides[1] != wp.types.type_size_in_bytes(scalar):
-            raise ValueError(
-                f"{name}: expected rows contiguous in their last dimension, got strides {value.strides}; "
-                "pass a contiguous copy"
-            )
-        result = value.view(vec_type)
-    else:
-        raise TypeError(f"{name}: expected dtype {expected}, got {wp.types.type_repr(value.dtype)} {value.shape}")
-    if value.device != device:
-        raise ValueError(
-            f"{name}: expected an array on {device} (the provider's device), got one on {value.device}; "
-            f"move it with .to('{device}')"
-        )
-    return result
-
-
-def _as_matrix_array(value: wp.array, name: str, device: wp.Device) -> wp.array:
-    """Check that ``value`` is (N,) ``wp.mat44d`` or (N, 4, 4) float64 on ``device``; return it as (N,) mat44d."""
-    if value.dtype == wp.mat44d and value.ndim == 1:
-        result = value
-    elif value.dtype == wp.float64 and value.ndim == 3 and value.shape[1:] == (4, 4):
-        if value.shape[0] > 0 and value.strides[1:] != (32, 8):
-            raise ValueError(
-                f"{name}: expected each 4x4 matrix contiguous, got strides {value.strides}; pass a contiguous copy"
-            )
-        result = value.view(wp.mat44d)
-    elif value.dtype in (wp.mat44d, wp.float64):
-        raise ValueError(f"{name}: expected shape (N,) of wp.mat44d or (N, 4, 4) float64, got {value.shape}")
-    else:
-        raise TypeError(
-            f"{name}: expected wp.mat44d (N,) or float64 (N, 4, 4) matrices, "
-            f"got {wp.types.type_repr(value.dtype)} {value.shape}"
-        )
-    if value.device != device:
-        raise ValueError(
-            f"{name}: expected an array on {device} (the provider's device), got one on {value.device}; "
-            "create the provider on the device of its data"
-        )
-    return result
-
-
-def _resolve_source(value: Any, count: int, device: wp.Device) -> _Source:
-    """Validate a transform source (see :data:`TransformSource`) against the provider's paths and device."""
-    if isinstance(value, wp.array):
-        matrices = _as_matrix_array(value, "transforms", device)
-        source = _Source(count=matrices.shape[0], matrices=matrices)
-    elif isinstance(value, (tuple, list)) and len(value) == 2:
-        positions = _as_vector_array(value[0], "transforms positions", wp.vec3f, wp.float32, 3, device)
-        orientations = _as_vector_array(value[1], "transforms orientations", wp.quatf, wp.float32, 4, device)
-        if positions.shape[0] != orientations.shape[0]:
-            raise ValueError(
-                f"transforms: expected as many orientations as positions, got {positions.shape[0]} positions "
-                f"and {orientations.shape[0]} orientations"
-            )
-        source = _Source(count=positions.shape[0], positions=positions, orientations=orientations)
-    else:
-        raise TypeError(
-            "transforms: expected a Warp array of matrices ((N,) wp.mat44d or (N, 4, 4) float64), a tuple "
-            f"(positions, orientations), or a callable returning one of them, got {type(value).__name__}"
-        )
-    if source.count != count:
-        raise ValueError(
-            f"transforms: expected {count} rows (one per path), got {source.count}; the source and its paths "
-            "must have the same length and order"
-        )
-    return source
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# provider
 
 
 class SceneDataProvider:
@@ -248,7 +80,7 @@ class SceneDataProvider:
     ) -> None:
         self._paths: tuple[str, ...] = tuple(to_path_strings(paths, "paths", allow_none=False))
         self._callable: Callable[[], TransformSource | None] | None = None
-        self._source: _Source | None = None
+        self._source: Source | None = None
         if callable(transforms) and not isinstance(transforms, (wp.array, tuple, list)):
             if device is None:
                 raise ValueError(
@@ -263,7 +95,7 @@ class SceneDataProvider:
                 self._device = first.device
             else:
                 self._device = wp.get_device(device)
-            self._source = _resolve_source(transforms, len(self._paths), self._device)
+            self._source = resolve_source(transforms, len(self._paths), self._device)
         # status_out of the gather kernels: [anything written, mapping value out of range]
         self._status = wp.zeros(2, dtype=wp.int32, device=self._device)
         logger.debug("%r created", self)
@@ -337,59 +169,25 @@ class SceneDataProvider:
         source = self._current_source()
         if source is None:
             return False
-        device = self._device
         if mapping is not None:
-            if not isinstance(mapping, wp.array):
-                raise TypeError(
-                    f"mapping: expected a Warp int32 array (from create_mapping) or None, got {type(mapping).__name__}"
-                )
-            if mapping.dtype != wp.int32:
-                raise TypeError(
-                    f"mapping: expected dtype int32, got {wp.types.type_repr(mapping.dtype)}; build it with "
-                    "create_mapping or wp.array(values, dtype=wp.int32)"
-                )
-            if mapping.ndim != 1:
-                raise ValueError(f"mapping: expected shape (M,), got {mapping.shape}")
-            if mapping.device != device:
-                raise ValueError(
-                    f"mapping: expected an array on {device} (the provider's device), got one on {mapping.device}"
-                )
-            available = mapping.shape[0]
-        else:
-            available = source.count
+            check_mapping(mapping, self._device)
         what = "the mapping's length" if mapping is not None else "the number of source rows"
-        if count is None:
-            rows = available
-        else:
-            if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
-                raise TypeError(f"count: expected an int or None, got {type(count).__name__}")
-            rows = int(count)
-            if not 0 <= rows <= available:
-                raise ValueError(f"count: expected 0 <= count <= {available} ({what}), got {rows}")
-
-        outputs = []
-        for value, name, vec_type, width in (
-            (positions, "positions", wp.vec3f, 3),
-            (orientations, "orientations", wp.quatf, 4),
-            (scales, "scales", wp.vec3f, 3),
-        ):
-            if value is None:
-                outputs.append(None)
-                continue
-            array = _as_vector_array(value, name, vec_type, wp.float32, width, device)
-            n = array.shape[0]
-            if (count is None and n != rows) or n < rows:
-                expected = f"{rows} rows ({what})" if count is None else f"at least count={rows} rows"
-                raise ValueError(f"{name}: expected {expected}, got {n}")
-            outputs.append(array)
-        positions_out, orientations_out, scales_out = outputs
-        if scales_out is not None and source.matrices is None:
+        rows = row_count(count, source.count if mapping is None else mapping.shape[0], what)
+        outputs = check_outputs((positions, orientations, scales), rows, count is None, what, self._device)
+        if outputs[2] is not None and source.matrices is None:
             raise ValueError(
                 "scales: this provider's source has positions and orientations but no scale; pass scales=None"
             )
         if rows == 0 or all(o is None for o in outputs):
             return False
+        self._gather(source, mapping, rows, outputs)
+        if mapping is None:
+            return True  # identity: every row was written; no read-back needed
+        return self._report(source, mapping, rows)
 
+    def _gather(self, source: Source, mapping: wp.array | None, rows: int, outputs: tuple) -> None:
+        """One launch: source rows ``mapping[i]`` (or ``i``) into row ``i`` of the outputs, for ``i < rows``."""
+        positions_out, orientations_out, scales_out = outputs
         self._status.zero_()
         if source.matrices is not None:
             wp.launch(
@@ -397,7 +195,7 @@ class SceneDataProvider:
                 dim=rows,
                 inputs=[source.matrices, mapping, source.count],
                 outputs=[positions_out, orientations_out, scales_out, self._status],
-                device=device,
+                device=self._device,
             )
         else:
             wp.launch(
@@ -405,10 +203,11 @@ class SceneDataProvider:
                 dim=rows,
                 inputs=[source.positions, source.orientations, mapping, source.count],
                 outputs=[positions_out, orientations_out, self._status],
-                device=device,
+                device=self._device,
             )
-        if mapping is None:
-            return True  # identity: every row was written; no read-back needed
+
+    def _report(self, source: Source, mapping: wp.array, rows: int) -> bool:
+        """Read the gather's status back: whether a row was written; ``IndexError`` for an out-of-range mapping."""
         written, out_of_range = (int(v) for v in self._status.numpy())
         if out_of_range:
             values = mapping.numpy()[:rows]
@@ -420,14 +219,14 @@ class SceneDataProvider:
             )
         return bool(written)
 
-    def _current_source(self) -> _Source | None:
+    def _current_source(self) -> Source | None:
         """The validated source: the stored arrays, or what the callable returns now (``None``: no data)."""
         if self._callable is None:
             return self._source
         value = self._callable()
         if value is None:
             return None
-        return _resolve_source(value, len(self._paths), self._device)
+        return resolve_source(value, len(self._paths), self._device)
 
     def __repr__(self) -> str:
         kind = (
