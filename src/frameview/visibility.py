@@ -140,39 +140,48 @@ def plan_visibility(tree: VisibilityTree, paths: Sequence[str], visible: np.ndar
             (visibility prunes: that prim cannot be visible).
     """
     paths = [str(p) for p in paths]
-    visible = np.asarray(visible, dtype=bool)
-    hide = {p for p, v in zip(paths, visible.tolist(), strict=True) if not v}
-    if hide:
-        for p, v in zip(paths, visible.tolist(), strict=True):
-            if v:
-                for a in _prefixes(p)[:-1]:
-                    if a in hide:
-                        raise ValueError(
-                            f"visible: prim {p!r} is asked visible and its ancestor {a!r} invisible in one call; "
-                            "visibility is inherited (an invisible prim hides everything under it), so pass one of "
-                            "them, or make the ancestor visible and hide its other children instead"
-                        )
+    flags = np.asarray(visible, dtype=bool).tolist()
+    hide = {p for p, v in zip(paths, flags, strict=True) if not v}
+    show = [p for p, v in zip(paths, flags, strict=True) if v]
+    _check_not_under_hidden(show, hide)
     opinions = _Opinions(tree)
     opinions.fetch([a for p in paths for a in _prefixes(p)])
-    planned = opinions.planned
     for p in hide:
         if opinions[p] != INVISIBLE:
-            planned[p] = INVISIBLE
-    for p, v in zip(paths, visible.tolist(), strict=True):
-        if not v:
-            continue
-        chain = _prefixes(p)
-        top = next((k for k, a in enumerate(chain[:-1]) if opinions[a] == INVISIBLE), None)
-        if top is not None:
-            nodes = chain[top:-1]
-            kids = opinions.children(nodes)
-            for k, node in enumerate(nodes):
-                if opinions[node] == INVISIBLE:
-                    planned[node] = VISIBLE
-                _hide_all(opinions, [c for c in kids[node] if c != chain[top + k + 1]])
-        if opinions[p] == INVISIBLE:
-            planned[p] = VISIBLE
-    return {p: v for p, v in planned.items() if v != max(opinions.known[p], VISIBLE)}
+            opinions.planned[p] = INVISIBLE
+    for p in show:
+        _reveal(opinions, p)
+    return {p: v for p, v in opinions.planned.items() if v != max(opinions.known[p], VISIBLE)}
+
+
+def _check_not_under_hidden(show: list[str], hide: set[str]) -> None:
+    """Raise ``ValueError`` when a prim of ``show`` lies under a prim of ``hide``."""
+    if not hide:
+        return
+    for p in show:
+        for a in _prefixes(p)[:-1]:
+            if a in hide:
+                raise ValueError(
+                    f"visible: prim {p!r} is asked visible and its ancestor {a!r} invisible in one call; "
+                    "visibility is inherited (an invisible prim hides everything under it), so pass one of "
+                    "them, or make the ancestor visible and hide its other children instead"
+                )
+
+
+def _reveal(opinions: _Opinions, path: str) -> None:
+    """Plan ``MakeVisible`` of ``path``: ``inherited`` on it and on its ancestors from the topmost ``invisible`` one
+    down, ``invisible`` on those ancestors' other children (their topmost Imageable descendants)."""
+    chain = _prefixes(path)
+    top = next((k for k, a in enumerate(chain[:-1]) if opinions[a] == INVISIBLE), None)
+    if top is not None:
+        nodes = chain[top:-1]
+        kids = opinions.children(nodes)
+        for k, node in enumerate(nodes):
+            if opinions[node] == INVISIBLE:
+                opinions.planned[node] = VISIBLE
+            _hide_all(opinions, [c for c in kids[node] if c != chain[top + k + 1]])
+    if opinions[path] == INVISIBLE:
+        opinions.planned[path] = VISIBLE
 
 
 def _hide_all(opinions: _Opinions, paths: list[str]) -> None:
