@@ -2,8 +2,8 @@
 """NewtonFrameView: camera and sensor frames that ride on Newton bodies, posed from the simulation state on the GPU.
 
 Reads compose each frame's constant offset (from the stage, see :mod:`frameview.newton.frames`) with its body's
-pose in ``state.body_q``, in one Warp launch over the rows read. Writes change the frames' offsets only: no body
-moves, nothing is written to USD.
+pose in ``state.body_q``, in one Warp launch over the rows read (the kernels: :mod:`frameview.newton.kernels`).
+Writes change the frames' offsets only: no body moves, nothing is written to USD.
 """
 
 from __future__ import annotations
@@ -26,300 +26,15 @@ except ImportError as exc:  # newton and usd-core are the optional extra framevi
     ) from exc
 
 from .._launch import RecordedLaunch
-from .._rows import (
-    ALL,
-    CODE_INDEX_DUPLICATE,
-    CODE_INDEX_RANGE,
-    CODE_RESULT_NOT_FINITE,
-    CODE_SHEAR,
-    CODE_SINGULAR_PARENT,
-    INDEXED,
-    MASK,
-    STATUS_OK,
-    Rows,
-    failed,
-    report,
-)
+from .._rows import INDEXED, MASK, Rows
 from ..base import BaseFrameView
-from ..kernels.requests import request_ok, solve_request
-from ..kernels.transforms import (
-    WRITE_NOT_FINITE,
-    WRITE_SHEAR,
-    WRITE_SINGULAR_PARENT,
-    compose_matrix,
-    decompose_matrix,
-    pose_of,
-)
 from .frames import FrameStore, frame_store
+from .kernels import NO_OFFSET, commit_writes, read_poses, read_scales, solve_writes, stage_rows
+from .mirror import MirrorRows
 
 __all__ = ["NewtonFrameView"]
 
 logger = logging.getLogger(__name__)
-
-_IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
-_NAN = wp.constant(float("nan"))
-_STATUS_OK = wp.constant(STATUS_OK)
-_ALL = wp.constant(ALL)
-_INDEXED = wp.constant(INDEXED)
-_MASK = wp.constant(MASK)
-_NO_OFFSET = wp.quatf(0.0, 0.0, 0.0, 1.0)
-
-
-# ---------------------------------------------------------------- device functions
-
-
-@wp.func
-def _view_row(
-    k: int,
-    kind: int,
-    indices: wp.array(dtype=wp.int32),
-    mask: wp.array(dtype=wp.bool),
-    count: int,
-):
-    """The view index of call row ``k``: -1 for a masked-out row, -2 for an index out of range."""
-    if kind == _INDEXED:
-        i = indices[k]
-        if i < 0 or i >= count:
-            return -2
-        return i
-    if kind == _MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
-        if not mask[k]:
-            return -1
-    return k
-
-
-@wp.func
-def _body_matrix(body_q: wp.array(dtype=wp.transformf), b: int):
-    """Row-vector matrix of body ``b``'s pose (identity for -1: fixed in the world)."""
-    if b < 0:
-        return _IDENTITY
-    x = body_q[b]
-    one = wp.float64(1.0)
-    return compose_matrix(
-        wp.vec3d(wp.transform_get_translation(x)), wp.quatd(wp.transform_get_rotation(x)), wp.vec3d(one, one, one)
-    )
-
-
-@wp.func
-def _world_matrix(
-    node: int,
-    local: wp.array(dtype=wp.mat44d),
-    chain: wp.array(dtype=wp.mat44d),
-    anchor: wp.array(dtype=wp.int32),
-    body: wp.array(dtype=wp.int32),
-    body_q: wp.array(dtype=wp.transformf),
-):
-    """World matrix of a frame: its local matrix, up through its anchors, then its body's pose."""
-    m = local[node] @ chain[node]
-    a = anchor[node]
-    while a >= 0:
-        m = m @ local[a] @ chain[a]
-        a = anchor[a]
-    return m @ _body_matrix(body_q, body[node])
-
-
-# ---------------------------------------------------------------- kernels
-
-
-@wp.kernel(enable_backward=False)
-def _read_poses(
-    # inputs
-    local: wp.array(dtype=wp.mat44d),
-    chain: wp.array(dtype=wp.mat44d),
-    anchor: wp.array(dtype=wp.int32),
-    body: wp.array(dtype=wp.int32),
-    body_q: wp.array(dtype=wp.transformf),
-    view_node: wp.array(dtype=wp.int32),
-    count: int,
-    kind: int,
-    indices: wp.array(dtype=wp.int32),
-    mask: wp.array(dtype=wp.bool),
-    world: int,
-    offset: wp.quatf,
-    # outputs
-    pos_out: wp.array(dtype=wp.vec3f),
-    quat_out: wp.array(dtype=wp.quatf),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """World (``world``) or local pose of each row's frame, orientation times ``offset``; an index out of range gives
-    NaN and is reported."""
-    k = wp.tid()
-    i = _view_row(k, kind, indices, mask, count)
-    if i == -2:
-        pos_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
-        quat_out[k] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
-        if not failed(status_out):
-            report(status_out, k, CODE_INDEX_RANGE)
-        return
-    if i < 0:
-        return
-    n = view_node[i]
-    m = local[n]
-    if world != 0:
-        m = _world_matrix(n, local, chain, anchor, body, body_q)
-    p, q = pose_of(m, offset)
-    pos_out[k] = p
-    quat_out[k] = q
-
-
-@wp.kernel(enable_backward=False)
-def _read_scales(
-    # inputs
-    local: wp.array(dtype=wp.mat44d),
-    chain: wp.array(dtype=wp.mat44d),
-    anchor: wp.array(dtype=wp.int32),
-    body: wp.array(dtype=wp.int32),
-    body_q: wp.array(dtype=wp.transformf),
-    view_node: wp.array(dtype=wp.int32),
-    count: int,
-    kind: int,
-    indices: wp.array(dtype=wp.int32),
-    mask: wp.array(dtype=wp.bool),
-    world: int,
-    # outputs
-    scale_out: wp.array(dtype=wp.vec3f),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """World (``world``) or local scale of each row's frame (NaN and a report for an index out of range)."""
-    k = wp.tid()
-    i = _view_row(k, kind, indices, mask, count)
-    if i == -2:
-        scale_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
-        if not failed(status_out):
-            report(status_out, k, CODE_INDEX_RANGE)
-        return
-    if i < 0:
-        return
-    n = view_node[i]
-    m = local[n]
-    if world != 0:
-        m = _world_matrix(n, local, chain, anchor, body, body_q)
-    _t, _q, s = decompose_matrix(m)
-    scale_out[k] = wp.vec3f(s)
-
-
-@wp.kernel(enable_backward=False)
-def _stage_rows(
-    # inputs
-    view_node: wp.array(dtype=wp.int32),
-    count: int,
-    kind: int,
-    indices: wp.array(dtype=wp.int32),
-    mask: wp.array(dtype=wp.bool),
-    # outputs
-    req_row_out: wp.array(dtype=wp.int32),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """``req_row_out[node of row k] = k`` (all -1 at rest); an index out of range or given twice is reported."""
-    k = wp.tid()
-    if failed(status_out):
-        return
-    i = _view_row(k, kind, indices, mask, count)
-    if i == -2:
-        report(status_out, k, CODE_INDEX_RANGE)
-        return
-    if i < 0:
-        return
-    if wp.atomic_exch(req_row_out, view_node[i], k) != -1:
-        report(status_out, k, CODE_INDEX_DUPLICATE)
-
-
-@wp.kernel(enable_backward=False)
-def _solve_writes(
-    # inputs
-    local: wp.array(dtype=wp.mat44d),
-    chain: wp.array(dtype=wp.mat44d),
-    anchor: wp.array(dtype=wp.int32),
-    body: wp.array(dtype=wp.int32),
-    body_q: wp.array(dtype=wp.transformf),
-    view_node: wp.array(dtype=wp.int32),
-    count: int,
-    kind: int,
-    indices: wp.array(dtype=wp.int32),
-    mask: wp.array(dtype=wp.bool),
-    req_row: wp.array(dtype=wp.int32),
-    in_world: int,
-    set_pos: int,
-    pos: wp.array(dtype=wp.vec3f),
-    set_quat: int,
-    quat: wp.array(dtype=wp.quatf),
-    set_scale: int,
-    scale: wp.array(dtype=wp.vec3f),
-    # outputs
-    local_out: wp.array(dtype=wp.mat44d),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """New local matrix of each written frame (into row-indexed scratch); nothing is committed here.
-
-    A world write needs the parent's world matrix as it will be after the write: the anchors above the frame are
-    composed top-down from the body's pose, solving those written by this call on the way (O(depth^2), depth
-    usually 0 or 1).
-    """
-    k = wp.tid()
-    if failed(status_out):
-        return
-    i = _view_row(k, kind, indices, mask, count)
-    if i < 0:
-        return
-    if not request_ok(k, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
-        return
-    n = view_node[i]
-    pw = _IDENTITY
-    if in_world != 0:
-        depth = int(0)
-        a = anchor[n]
-        while a >= 0:
-            depth += 1
-            a = anchor[a]
-        w = _body_matrix(body_q, body[n])
-        for step in range(depth):
-            node = n
-            for _up in range(depth - step):
-                node = anchor[node]
-            above = chain[node] @ w
-            loc = local[node]
-            rr = req_row[node]
-            if rr >= 0:
-                loc, _st = solve_request(loc, above, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
-            w = loc @ above
-        pw = chain[n] @ w
-    m, status = solve_request(local[n], pw, k, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
-    if status == WRITE_SINGULAR_PARENT:
-        report(status_out, k, CODE_SINGULAR_PARENT)
-    elif status == WRITE_SHEAR:
-        report(status_out, k, CODE_SHEAR)
-    elif status == WRITE_NOT_FINITE:
-        report(status_out, k, CODE_RESULT_NOT_FINITE)
-    local_out[k] = m
-
-
-@wp.kernel(enable_backward=False)
-def _commit_writes(
-    # inputs
-    new_local: wp.array(dtype=wp.mat44d),
-    view_node: wp.array(dtype=wp.int32),
-    count: int,
-    kind: int,
-    indices: wp.array(dtype=wp.int32),
-    mask: wp.array(dtype=wp.bool),
-    status: wp.array(dtype=wp.int32),
-    # outputs
-    local_out: wp.array(dtype=wp.mat44d),
-    req_row_out: wp.array(dtype=wp.int32),
-):
-    """Store the solved local matrices unless any row of the call failed (then nothing is written); reset the
-    request table either way."""
-    k = wp.tid()
-    i = _view_row(k, kind, indices, mask, count)
-    if i < 0:
-        return
-    n = view_node[i]
-    req_row_out[n] = -1
-    if status[0] == _STATUS_OK:
-        local_out[n] = new_local[k]
-
-
-# ---------------------------------------------------------------- the view
 
 
 def _is_state(value: Any) -> bool:
@@ -423,7 +138,7 @@ class NewtonFrameView(BaseFrameView):
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._no_bodies = wp.empty(0, dtype=wp.transformf, device=dev)
         self._launches: dict[Any, RecordedLaunch] = {}
-        self._mirror_rows: dict[tuple[str, ...], wp.array | None] = {}
+        self._mirror = MirrorRows(self.prim_paths, dev)
         self._current_state()  # check the state now: a wrong one fails here, not at the first read
         self._body_q()
 
@@ -468,21 +183,7 @@ class NewtonFrameView(BaseFrameView):
         """
         if not isinstance(target, BaseFrameView):
             raise TypeError(f"target: expected a FrameView, got {type(target).__name__}")
-        key = target.prim_paths
-        if key not in self._mirror_rows:
-            if key == self.prim_paths:
-                self._mirror_rows[key] = None
-            else:
-                row = {p: i for i, p in enumerate(self.prim_paths)}
-                missing = [p for p in key if p not in row]
-                if missing:
-                    raise ValueError(
-                        f"target: {len(missing)} of its prims are not in this view, e.g. {missing[:3]}; mirror into a "
-                        "view over this view's prims (or a subset of them)"
-                    )
-                rows = np.array([row[p] for p in key], dtype=np.int32)
-                self._mirror_rows[key] = wp.array(rows, dtype=wp.int32, device=self._device)
-        pos, quat = self.get_world_poses(self._mirror_rows[key])
+        pos, quat = self.get_world_poses(self._mirror.rows_for(target.prim_paths))
         target.set_world_poses(pos, quat)
 
     # ---------------------------------------------------------------- plumbing
@@ -537,7 +238,7 @@ class NewtonFrameView(BaseFrameView):
         store = self._store
         params = [store.local, store.chain, store.anchor, store.body, self._body_q() if world else self._no_bodies,
                   *self._rows_params(rows), int(world), offset, pos_out, quat_out, self._errors.status]  # fmt: skip
-        self._launch("poses", _read_poses, rows.count, params)
+        self._launch("poses", read_poses, rows.count, params)
         if not rows.checked:
             self._publish()
 
@@ -545,15 +246,15 @@ class NewtonFrameView(BaseFrameView):
         store = self._store
         params = [store.local, store.chain, store.anchor, store.body, self._body_q() if world else self._no_bodies,
                   *self._rows_params(rows), int(world), scale_out, self._errors.status]  # fmt: skip
-        self._launch("scales", _read_scales, rows.count, params)
+        self._launch("scales", read_scales, rows.count, params)
         if not rows.checked:
             self._publish()
 
     def _read_world_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
-        self._read_poses(True, rows, pos_out, quat_out, _NO_OFFSET)
+        self._read_poses(True, rows, pos_out, quat_out, NO_OFFSET)
 
     def _read_local_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
-        self._read_poses(False, rows, pos_out, quat_out, _NO_OFFSET)
+        self._read_poses(False, rows, pos_out, quat_out, NO_OFFSET)
 
     def _read_world_scales(self, rows: Rows, scale_out: wp.array) -> None:
         self._read_scales(True, rows, scale_out)
@@ -581,16 +282,16 @@ class NewtonFrameView(BaseFrameView):
         store, status = self._store, self._errors.status
         new_local = self._outputs("newton_new_local", wp.mat44d, rows.count)  # scratch, one row per request row
         rows_params = self._rows_params(rows)
-        self._launch("stage", _stage_rows, rows.count, [*rows_params, store.req_row, status])
+        self._launch("stage", stage_rows, rows.count, [*rows_params, store.req_row, status])
         body_q = self._body_q() if in_world else self._no_bodies
-        self._launch("solve", _solve_writes, rows.count, [
+        self._launch("solve", solve_writes, rows.count, [
             store.local, store.chain, store.anchor, store.body, body_q, *rows_params, store.req_row, int(in_world),
             int(pos is not None), self._no_vec3 if pos is None else pos,
             int(quat is not None), self._no_quat if quat is None else quat,
             int(scale is not None), self._no_vec3 if scale is None else scale,
             new_local, status,
         ])  # fmt: skip
-        self._launch("commit", _commit_writes, rows.count,
+        self._launch("commit", commit_writes, rows.count,
                      [new_local, *rows_params, status, store.local, store.req_row])  # fmt: skip
         self._publish()
 
@@ -622,5 +323,5 @@ class NewtonFrameView(BaseFrameView):
 
     def _release(self) -> None:
         self._launches.clear()
-        self._mirror_rows.clear()
+        self._mirror.clear()
         self._state = None
