@@ -59,18 +59,9 @@ def peak_rss_mib() -> float:
 
 
 def host_bytes(model: Any) -> dict[str, int]:
-    """Bytes the model holds on the host besides its columns: path strings and list, path -> id dict, NumPy tables."""
-    strings = sum(sys.getsizeof(p) for p in model._paths)
-    tables = sum(a.nbytes for a in (model._parent, model._depth, model._bucket_of, model._row_of, model._alive))
-    tables += sum(b.pids.nbytes for b in model.buckets)
-    if model._children is not None:
-        tables += sum(a.nbytes for a in model._children)
-    return {
-        "path_strings": strings,
-        "path_list": sys.getsizeof(model._paths),
-        "path_dict": sys.getsizeof(model._pid_of),
-        "numpy_tables": int(tables),
-    }
+    """Bytes the model holds on the host besides its columns: path strings and list, path -> id dict, NumPy tables
+    (``MemoryFabricStage.host_nbytes``)."""
+    return model.host_nbytes()
 
 
 def _rows_to_quat(rot: np.ndarray) -> np.ndarray:

@@ -173,11 +173,10 @@ def _build_memory(arrays: SceneArrays, device: str) -> Scene:
         arrays.paths, arrays.parents, arrays.local, type_names=arrays.type_names, device=device
     )
     build_s = time.perf_counter() - t0
-    all_paths = model._paths  # the model's path table (pid -> path)
 
     def selection_paths(sel: Any) -> list[str]:
         # usdrt's selection.GetPaths(): every path of the selection, in slot order, as Python objects
-        return [all_paths[p] for p in sel.pids().tolist()]
+        return sel.paths()
 
     return Scene("memory", device, arrays, model, model, build_s, selection_paths)
 

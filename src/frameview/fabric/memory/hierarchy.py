@@ -4,6 +4,7 @@ matrices computed from local matrices in Warp, level by level."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -289,6 +290,31 @@ class _Hierarchy(_Storage):
     def prim_count(self) -> int:
         """Prims currently in the model."""
         return int(self._alive.sum())
+
+    # -- diagnostics and the perf harness (documented seams: perf/ reads these, never the tables)
+
+    def paths_of(self, pids: np.ndarray) -> list[str]:
+        """The paths of prim ids, as Python strings (one object per prim: O(len(pids)), for baselines and errors)."""
+        paths = self._paths
+        return [paths[p] for p in np.asarray(pids, dtype=np.int64).tolist()]
+
+    def host_nbytes(self) -> dict[str, int]:
+        """Bytes the model holds on the host besides its columns (``perf/soak.py`` tracks them over a run).
+
+        Returns:
+            ``path_strings`` (the path ``str`` objects), ``path_list`` (the pid -> path list), ``path_dict`` (the
+            path -> pid dict) and ``numpy_tables`` (parent, depth, bucket, row, alive, bucket pids, the child table).
+        """
+        tables = sum(a.nbytes for a in (self._parent, self._depth, self._bucket_of, self._row_of, self._alive))
+        tables += sum(b.pids.nbytes for b in self.buckets)
+        if self._children is not None:
+            tables += sum(a.nbytes for a in self._children)
+        return {
+            "path_strings": sum(sys.getsizeof(p) for p in self._paths),
+            "path_list": sys.getsizeof(self._paths),
+            "path_dict": sys.getsizeof(self._pid_of),
+            "numpy_tables": int(tables),
+        }
 
 
 def _depths(parents: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:

@@ -168,6 +168,11 @@ class MemorySelection:
             return np.empty(0, dtype=np.int64)
         return np.concatenate([b.pids[: b.size] for b in self._buckets])
 
+    def paths(self) -> list[str]:
+        """Prim paths in slot order, as of the last ``prepare_for_reuse`` (diagnostics and baselines: one string per
+        prim, slow; like ``OvstageSelection.paths`` and usdrt's ``GetPaths``)."""
+        return self._model.paths_of(self.pids())
+
     def bucket_offsets(self) -> np.ndarray:
         """First slot of each model bucket in this selection, -1 for buckets it does not span."""
         offsets = np.full(len(self._model.buckets), -1, dtype=np.int64)
