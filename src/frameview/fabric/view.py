@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._launch import RecordedLaunch, capture_stream, destroy_stream
+from .._launch import RecordedLaunch, block_dim_for, capture_stream, destroy_stream
 from .._rows import (
     ALL,
     INDEXED,
@@ -394,7 +394,8 @@ class FabricFrameView(BaseFrameView):
         key = (key, *(out.ptr for out in outputs))
         entry = self._launches.get(key)
         if entry is None:
-            cmd = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=self._device, record_cmd=True)
+            cmd = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=self._device, record_cmd=True,
+                            block_dim=block_dim_for(self._device))  # fmt: skip
             self._launches[key] = entry = [cmd, 0, None, outputs]
         cmd, replays, graph, _ = entry
         if self._device.is_capturing:  # inside the caller's graph capture: the launch itself is captured
@@ -419,7 +420,8 @@ class FabricFrameView(BaseFrameView):
         arrays on a bucket change)."""
         recorded = self._launches.get(key)
         if recorded is None:
-            recorded = self._launches[key] = RecordedLaunch(kernel, dim, params, self._device)
+            recorded = self._launches[key] = RecordedLaunch(kernel, dim, params, self._device,
+                                                            block_dim_for(self._device))  # fmt: skip
         recorded.launch(dim, params, stream)
 
     # ---------------------------------------------------------------- reads

@@ -274,22 +274,6 @@ def _solve_writes(
     world_out[i] = m @ pw
 
 
-@wp.func
-def _node_local(
-    n: int,
-    count: int,
-    req_row: wp.array(dtype=wp.int32),
-    local_new: wp.array(dtype=wp.mat44d),
-    local: wp.fabricarray(dtype=wp.mat44d),
-    node_slot: wp.array(dtype=wp.int32),
-):
-    """The local matrix of follow-plan node ``n`` after the write: the solved one for a written view prim."""
-    if n < count:  # noqa: SIM102 - Warp does not short-circuit: req_row has count entries
-        if req_row[n] >= 0:
-            return local_new[n]
-    return local[node_slot[n]]
-
-
 @wp.kernel(enable_backward=False)
 def _commit_follow(
     # inputs
@@ -318,8 +302,10 @@ def _commit_follow(
     ``j``-th descendant of that prim (a follow plan: ``start``/``nodes`` per view index, the nodes' slots, parents
     and top slots) ``local @ ... @ top world``. Nothing is written if any row of the call failed.
 
-    The descendants read the written prims' new local matrices from the scratch, not from Fabric, so no thread
-    reads what another writes; a written view prim below another is committed by its own row only.
+    A descendant's walk up the plan composes local matrices until it meets a written view prim, whose solved world
+    matrix (the scratch, not Fabric) ends it, or the top, whose world matrix the write cannot move: no thread reads
+    what another writes, and a prim below two written ones is computed alike by both rows. A written view prim below
+    another is committed by its own row only.
     """
     k, j = wp.tid()
     if j == 0:
@@ -347,12 +333,21 @@ def _commit_follow(
     if d < count:  # noqa: SIM102 - Warp kernels: plain branches
         if req_row[d] >= 0:
             return
-    m = _node_local(d, count, req_row, local_new, local, node_slot)
+    m = local[node_slot[d]]
     n = d
-    while node_parent[n] >= 0:
+    above = wp.mat44d()  # the world matrix above the walk: a written view prim's solved one, or the top's
+    found = bool(False)
+    while node_parent[n] >= 0 and not found:
         n = node_parent[n]
-        m = m @ _node_local(n, count, req_row, local_new, local, node_slot)
-    top = node_top[n]
-    if top >= 0:
-        m = m @ world_out[top]
-    world_out[node_slot[d]] = m
+        if n < count:  # noqa: SIM102 - Warp does not short-circuit: req_row has count entries
+            if req_row[n] >= 0:
+                above = world_new[n]
+                found = True
+        if not found:
+            m = m @ local[node_slot[n]]
+    if not found:
+        top = node_top[n]
+        above = _IDENTITY
+        if top >= 0:
+            above = world_out[top]
+    world_out[node_slot[d]] = m @ above
