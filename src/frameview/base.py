@@ -193,6 +193,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
         self._heads: dict[tuple[int, int], wp.array] = {}
         self._errors = DeviceErrors(self._device)
         self._all_rows = Rows(ALL, self.count)
+        self._last_rows: tuple[Any, Rows] | None = None  # (the caller's device indices or mask, their Rows)
 
     # ---------------------------------------------------------------- properties
 
@@ -557,15 +558,23 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
         race on a GPU); device indices and masks are checked by the kernels, without a host round trip."""
         self._check_open()
         self._errors.poll()
-        if mask is not None:
-            if indices is not None:
-                raise TypeError("indices and mask: pass one of them, not both")
-            return Rows(MASK, self.count, mask=self._mask_to_device(mask))
-        if indices is None:
+        if indices is None and mask is None:
             return self._all_rows
+        if indices is not None and mask is not None:
+            raise TypeError("indices and mask: pass one of them, not both")
+        last = self._last_rows  # the reset loop passes the same device array every time: reuse its Rows
+        if last is not None and (last[0] is mask if indices is None else last[0] is indices):
+            return last[1]
+        if mask is not None:
+            rows = Rows(MASK, self.count, mask=self._mask_to_device(mask))
+            if isinstance(mask, wp.array) and rows.mask is mask:
+                self._last_rows = (mask, rows)
+            return rows
         if self._device_rows and self._device.is_cuda:  # on the CPU every array is host memory: check it here
             device_rows = self._device_indices(indices)
             if device_rows is not None:
+                if device_rows.indices is indices:  # used as is (int32, contiguous, on the view's device)
+                    self._last_rows = (indices, device_rows)
                 return device_rows
         host = self._indices_to_numpy(indices)
         self._check_host_indices(host, write)
