@@ -39,6 +39,11 @@ __all__ = ["GatheredPoses", "all_gather_poses", "rank_device"]
 _WIDTH = 7
 """Floats per gathered row: ``px py pz qx qy qz qw``."""
 
+_TORCH_VIEWS: dict[tuple[int, tuple[int, ...], Any, str], Any] = {}
+"""Torch views of Warp arrays (``wp.to_torch``), by (address, shape, dtype, device): a view's output buffers are the
+same every call, and making the view costs more host time than the gather's pack. Each entry keeps its Warp array
+alive (the tensor holds it), so its address cannot be reused while cached."""
+
 _TORCH_STREAMS: dict[tuple[str, int], wp.Stream] = {}
 """Warp wrappers of torch's streams, by (device, stream handle): made once, not per call."""
 
@@ -232,7 +237,7 @@ def _as_tensors(poses: Any) -> tuple[torch.Tensor, torch.Tensor, Any]:
     for value, name, width in ((poses[0], "positions", 3), (poses[1], "orientations", 4)):
         if isinstance(value, wp.array):
             warp_device = value.device
-            tensor = wp.to_torch(value)  # zero-copy: (M,) vec3f -> (M, 3), (M,) quatf -> (M, 4)
+            tensor = _torch_view(value)  # zero-copy: (M,) vec3f -> (M, 3), (M,) quatf -> (M, 4)
         elif isinstance(value, np.ndarray):
             tensor = torch.from_numpy(value)
         elif isinstance(value, torch.Tensor):
@@ -252,6 +257,17 @@ def _as_tensors(poses: Any) -> tuple[torch.Tensor, torch.Tensor, Any]:
         raise ValueError(f"positions and orientations: expected the same number of rows, got {pos.shape[0]} and "
                          f"{quat.shape[0]}")  # fmt: skip
     return pos, quat, warp_device
+
+
+def _torch_view(array: wp.array) -> torch.Tensor:
+    """``wp.to_torch(array)``, remembered for the array's address, shape, dtype and device."""
+    key = (array.ptr, array.shape, array.dtype, str(array.device))
+    tensor = _TORCH_VIEWS.get(key)
+    if tensor is None:
+        if len(_TORCH_VIEWS) >= 64:
+            _TORCH_VIEWS.clear()
+        tensor = _TORCH_VIEWS[key] = wp.to_torch(array)
+    return tensor
 
 
 def _comm_device(backend: str, device: torch.device) -> torch.device:
