@@ -101,12 +101,24 @@ class DeviceErrors:
 
     def __init__(self, device: wp.context.Device) -> None:
         self._device = device
+        self._capturing: bool | None = None
         self.status = wp.full(1, STATUS_OK, dtype=wp.int32, device=device)
         self._pending: list[Callable[[int], Exception]] = []  # error factories of the calls not yet known clean
         if device.is_cuda:
             self.published = wp.full(1, STATUS_OK, dtype=wp.int32, device="cpu", pinned=True)
             self._host = to_numpy(self.published)
             self._event = wp.Event(device)
+
+    def is_capturing(self) -> bool:
+        """Whether the device is capturing a graph, asked once per public call (the view's lock wrapper calls
+        :meth:`forget_capturing` on entry and exit): Warp asks the driver each time."""
+        if self._capturing is None:
+            self._capturing = self._device.is_capturing
+        return self._capturing
+
+    def forget_capturing(self) -> None:
+        """Ask the device again at the next :meth:`is_capturing`."""
+        self._capturing = None
 
     def publish(self, stream: wp.Stream | None = None) -> None:
         """Copy the word to pinned host memory on ``stream`` (default: the device's current stream)."""
@@ -128,7 +140,7 @@ class DeviceErrors:
                 self._reset()
                 raise make_error(value)
             return
-        if self._device.is_capturing:
+        if self.is_capturing():
             return  # inside the caller's graph capture: check() reports (the status word is part of the graph)
         if len(self._pending) >= self._MAX_PENDING:
             self.poll(wait=True)
@@ -139,7 +151,7 @@ class DeviceErrors:
 
     def poll(self, *, wait: bool = False) -> None:
         """Raise the error of the queued calls if the GPU has finished them (wait for it when ``wait``)."""
-        if not self._pending or self._device.is_capturing:  # events cannot be queried while capturing
+        if not self._pending or self.is_capturing():  # events cannot be queried while capturing
             return
         if wait:
             wp.synchronize_event(self._event)

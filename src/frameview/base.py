@@ -140,7 +140,14 @@ def _synchronized(method: _F) -> _F:
     @functools.wraps(method)
     def locked(self: BaseFrameView, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
-            return method(self, *args, **kwargs)
+            errors = getattr(self, "_errors", None)  # None while the view is being built
+            if errors is None:
+                return method(self, *args, **kwargs)
+            errors.forget_capturing()  # asked once per call, fresh for every call
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                errors.forget_capturing()
 
     return cast(_F, locked)
 

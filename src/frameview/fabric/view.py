@@ -398,7 +398,7 @@ class FabricFrameView(BaseFrameView):
                             block_dim=block_dim_for(self._device))  # fmt: skip
             self._launches[key] = entry = [cmd, 0, None, outputs]
         cmd, replays, graph, _ = entry
-        if self._device.is_capturing:  # inside the caller's graph capture: the launch itself is captured
+        if self._errors.is_capturing():  # inside the caller's graph capture: the launch itself is captured
             cmd.launch()
             return
         if graph is not None:
@@ -590,7 +590,7 @@ class FabricFrameView(BaseFrameView):
         if not self._device.is_cuda:
             self._launch_steps(build())
             return
-        if self._device.is_capturing or self._own_capture_stream() is None:
+        if self._errors.is_capturing() or self._own_capture_stream() is None:
             self._launch_steps([*build(), ("publish",)])
             return
         cached = self._launches.get(("graph", name))
