@@ -34,6 +34,7 @@ from .writer_scopes import (
     XformWorldSpaceWriter,
     _same_rows,  # noqa: F401  (re-exported: it lived here before the split)
     _WriterT,  # noqa: F401
+    logger,  # noqa: F401  (the same "frameview.writers" logger the scopes log to)
 )
 
 if TYPE_CHECKING:

@@ -43,8 +43,28 @@ import warp as wp
 from ovstage import AttributeSemantic, HierarchyRelation
 
 from ..visibility import compute_visibility
-from .ovstage_core import STATUS_OK, USD_PATH, OvstageVisibilityTree, StageCore
-from .ovstage_selection import OvstageSelection
+from .ovstage_core import (  # noqa: F401  (_-names: re-exported, they lived here before the split)
+    _EXISTS_TTL_S,
+    _PATH_LISTS,
+    LATEST,
+    STATUS_OK,
+    USD_PATH,
+    OvstageVisibilityTree,
+    StageCore,
+    _prim_indices,
+    index_map,
+)
+from .ovstage_selection import (  # noqa: F401
+    _KINDS,
+    _MATRIX_KIND,
+    _UINT_KIND,
+    OvstageSelection,
+    _compact,
+    _data_ptr,
+    _default_kind,
+    _kind,
+    _worlds_match,
+)
 from .stage import LOCAL_MATRIX, RESET_XFORM_STACK, WORLD_MATRIX, nearest_xform_ancestors, parent_path
 
 __all__ = ["RESET_XFORM_STACK", "USD_PATH", "OvstageFabricStage", "OvstageSelection", "attach"]
@@ -56,6 +76,8 @@ _StageCore = StageCore
 _OvstageVisibilityTree = OvstageVisibilityTree
 _parent_path = parent_path
 _STATUS_OK = STATUS_OK
+_LATEST = LATEST
+_index_map = index_map
 
 
 class OvstageFabricStage:

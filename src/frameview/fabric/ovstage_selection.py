@@ -32,6 +32,7 @@ _KIND_TYPES: dict[tuple[int, int, tuple[int, ...]], str] = {
     (2, 64, ()): "double",
     (2, 32, ()): "float",
 }
+_TYPE_KINDS = {name: kind for kind, name in _KIND_TYPES.items()}
 
 
 class OvstageSelection:
@@ -279,8 +280,7 @@ def _type_of(name: str, groups: list[Any]) -> str:
     """The Fabric type of a column from its first read group (its default type when the selection is empty)."""
     if not groups:
         return column_type(name)
-    t = groups[0].tensor(0)
-    kind = (int(t.dtype.code), int(t.dtype.bits), tuple(t.shape_tuple[1:]))
+    kind = _kind(groups[0])
     type_name = _KIND_TYPES.get(kind)
     if type_name is None:
         raise TypeError(f"attribute {name!r}: unsupported Fabric column type {kind} (expected matrix4d or uint)")
@@ -305,3 +305,23 @@ def _compact(g: Any) -> bool:
 def _data_ptr(g: Any) -> int:
     t = g.tensor(0)
     return int(t.data or 0) + int(t.byte_offset)
+
+
+def _kind(g: Any) -> tuple[int, int, tuple[int, ...]]:
+    """A read group's (DLPack type code, bits, trailing shape)."""
+    t = g.tensor(0)
+    return (int(t.dtype.code), int(t.dtype.bits), tuple(t.shape_tuple[1:]))
+
+
+# the DLPack-keyed table and helpers frameview.fabric.ovstage held before the split (kept importable from there)
+_KINDS = {kind: COLUMN_TYPES[name] for kind, name in _KIND_TYPES.items()}
+_MATRIX_KIND = _TYPE_KINDS["matrix4d"]
+_UINT_KIND = _TYPE_KINDS["uint"]
+
+
+def _default_kind(name: str) -> tuple[int, int, tuple[int, ...]]:
+    return _TYPE_KINDS[column_type(name)]
+
+
+def _worlds_match(core: StageCore, selection: OvstageSelection, written: np.ndarray) -> bool:
+    return selection.worlds_match(written)
