@@ -25,11 +25,11 @@ except ImportError as exc:  # newton and usd-core are the optional extra framevi
         name=exc.name,
     ) from exc
 
-from .._launch import RecordedLaunch
 from .._rows import INDEXED, MASK, Rows
 from ..base import BaseFrameView
 from .frames import FrameStore, frame_store
 from .kernels import NO_OFFSET, commit_writes, read_poses, read_scales, solve_writes, stage_rows
+from .launches import LaunchCache, address
 from .mirror import MirrorRows
 
 __all__ = ["NewtonFrameView"]
@@ -52,7 +52,9 @@ class NewtonFrameView(BaseFrameView):
     - **Reads.** World pose = ``body_q[body] * offset``, composed in one Warp launch over the rows read (all,
       ``indices`` or ``mask``), from the state the view is given, read at each call: no host round trip, so the read
       can be captured in a CUDA graph (a graph keeps the ``body_q`` array the state held when it was captured:
-      capture the read with the simulation step so that the solver's state swaps are captured too). Local poses are
+      capture the read with the simulation step so that the solver's state swaps are captured too). On CUDA the view
+      replays a call that repeats (same rows, same state) as a CUDA graph of its own, captured for the address of
+      that state's ``body_q``: after a swap it replays the other state's graph, never a stale one. Local poses are
       relative to the frame's USD parent, as on every other backend. Isaac Lab's Newton view calls the pose relative
       to the *body* "local"; here that is the world pose expressed in the body frame.
     - **Writes** change frame offsets only, never a body, never USD: a world write solves the offset that puts the
@@ -137,7 +139,9 @@ class NewtonFrameView(BaseFrameView):
         self._no_index = wp.empty(0, dtype=wp.int32, device=dev)
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._no_bodies = wp.empty(0, dtype=wp.transformf, device=dev)
-        self._launches: dict[Any, RecordedLaunch] = {}
+        self._launches = LaunchCache(dev, self._errors)
+        self._checked_body_q: wp.array | None = None  # the last body_q that passed _body_q's checks
+        self._offset_keys: dict[int, tuple[wp.quatf, tuple[float, ...]]] = {}
         self._mirror = MirrorRows(self.prim_paths, dev)
         self._current_state()  # check the state now: a wrong one fails here, not at the first read
         self._body_q()
@@ -201,6 +205,8 @@ class NewtonFrameView(BaseFrameView):
         if not self._needs_bodies:
             return self._no_bodies
         body_q = self._current_state().body_q
+        if body_q is self._checked_body_q:  # the same array as last call (its dtype, shape, device cannot change)
+            return body_q
         if not isinstance(body_q, wp.array) or body_q.dtype != wp.transformf or body_q.ndim != 1:
             raise TypeError(
                 f"state.body_q: expected a (body_count,) wp.transformf array, got {type(body_q).__name__}"
@@ -213,42 +219,56 @@ class NewtonFrameView(BaseFrameView):
             )
         if body_q.device != self._device:
             raise ValueError(f"state.body_q: lives on {body_q.device}, expected the model's device {self.device}")
+        self._checked_body_q = body_q
         return body_q
-
-    def _launch(self, key: str, kernel: Any, dim: int, params: list) -> None:
-        """``kernel(*params)`` over ``dim`` through a recorded launch (only the changed parameters are re-packed)."""
-        recorded = self._launches.get(key)
-        if recorded is None:
-            recorded = self._launches[key] = RecordedLaunch(kernel, dim, params, self._device)
-        recorded.launch(dim, params)
 
     def _rows_params(self, rows: Rows) -> list:
         indices = rows.indices if rows.kind == INDEXED else self._no_index
         mask = rows.mask if rows.kind == MASK else self._no_mask
         return [self._view_node, self.count, int(rows.kind), indices, mask]
 
-    def _publish(self) -> None:
-        """CUDA: copy the status word for the base class's check (calls that can fail: unchecked indices, writes)."""
-        if self._device.is_cuda:
-            self._errors.publish()
+    def _rows_key(self, rows: Rows) -> tuple:
+        """What a call's launches read of its rows, by address (see :class:`LaunchCache`): the view's own arrays
+        (``view_node``, the empty placeholders, the status word) never change; the store's are replaced together, all
+        at once, when a later view grows it beyond its capacity (``store.local`` names them: the replaced arrays are
+        kept alive, so its address is never reused)."""
+        kind = rows.kind
+        where = address(rows.indices) if kind == INDEXED else address(rows.mask) if kind == MASK else None
+        return (rows.count, where, self._store.local.ptr)
+
+    def _offset_key(self, offset: wp.quatf) -> Any:
+        """A hashable key of a read's rotation offset (None for none); read once per offset object."""
+        if offset is NO_OFFSET:
+            return None
+        cached = self._offset_keys.get(id(offset))
+        if cached is None or cached[0] is not offset:
+            cached = self._offset_keys[id(offset)] = (offset, tuple(offset))  # holds offset: its id stays its own
+        return cached[1]
 
     # ---------------------------------------------------------------- reads
 
     def _read_poses(self, world: bool, rows: Rows, pos_out: wp.array, quat_out: wp.array, offset: wp.quatf) -> None:
+        """One launch (on CUDA a graph replay, once the same call repeats): keyed on ``body_q``'s address, so a
+        state swap never replays a graph captured with another state's poses."""
+        body_q = self._body_q() if world else self._no_bodies
+        offset_key = self._offset_key(offset)
+        name = ("poses", world, rows.kind, rows.checked, offset_key is None)
+        key = (*self._rows_key(rows), body_q.ptr, pos_out.ptr, quat_out.ptr, offset_key)
         store = self._store
-        params = [store.local, store.chain, store.anchor, store.body, self._body_q() if world else self._no_bodies,
-                  *self._rows_params(rows), int(world), offset, pos_out, quat_out, self._errors.status]  # fmt: skip
-        self._launch("poses", read_poses, rows.count, params)
-        if not rows.checked:
-            self._publish()
+        self._launches.run(name, key, lambda: [(read_poses, rows.count, [
+            store.local, store.chain, store.anchor, store.body, body_q, *self._rows_params(rows), int(world), offset,
+            pos_out, quat_out, self._errors.status,
+        ])], publish=not rows.checked)  # fmt: skip
 
     def _read_scales(self, world: bool, rows: Rows, scale_out: wp.array) -> None:
+        body_q = self._body_q() if world else self._no_bodies
+        name = ("scales", world, rows.kind, rows.checked)
+        key = (*self._rows_key(rows), body_q.ptr, scale_out.ptr)
         store = self._store
-        params = [store.local, store.chain, store.anchor, store.body, self._body_q() if world else self._no_bodies,
-                  *self._rows_params(rows), int(world), scale_out, self._errors.status]  # fmt: skip
-        self._launch("scales", read_scales, rows.count, params)
-        if not rows.checked:
-            self._publish()
+        self._launches.run(name, key, lambda: [(read_scales, rows.count, [
+            store.local, store.chain, store.anchor, store.body, body_q, *self._rows_params(rows), int(world),
+            scale_out, self._errors.status,
+        ])], publish=not rows.checked)  # fmt: skip
 
     def _read_world_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
         self._read_poses(True, rows, pos_out, quat_out, NO_OFFSET)
@@ -281,19 +301,24 @@ class NewtonFrameView(BaseFrameView):
         rows or none (three launches, no host round trip)."""
         store, status = self._store, self._errors.status
         new_local = self._outputs("newton_new_local", wp.mat44d, rows.count)  # scratch, one row per request row
-        rows_params = self._rows_params(rows)
-        self._launch("stage", stage_rows, rows.count, [*rows_params, store.req_row, status])
         body_q = self._body_q() if in_world else self._no_bodies
-        self._launch("solve", solve_writes, rows.count, [
-            store.local, store.chain, store.anchor, store.body, body_q, *rows_params, store.req_row, int(in_world),
-            int(pos is not None), self._no_vec3 if pos is None else pos,
-            int(quat is not None), self._no_quat if quat is None else quat,
-            int(scale is not None), self._no_vec3 if scale is None else scale,
-            new_local, status,
-        ])  # fmt: skip
-        self._launch("commit", commit_writes, rows.count,
-                     [new_local, *rows_params, status, store.local, store.req_row])  # fmt: skip
-        self._publish()
+        name = ("write", in_world, rows.kind, pos is None, quat is None, scale is None)
+        key = (*self._rows_key(rows), body_q.ptr, address(pos), address(quat), address(scale), new_local.ptr)
+
+        def build() -> list:
+            rows_params = self._rows_params(rows)
+            return [
+                (stage_rows, rows.count, [*rows_params, store.req_row, status]),
+                (solve_writes, rows.count, [
+                    store.local, store.chain, store.anchor, store.body, body_q, *rows_params, store.req_row,
+                    int(in_world), int(pos is not None), self._no_vec3 if pos is None else pos,
+                    int(quat is not None), self._no_quat if quat is None else quat,
+                    int(scale is not None), self._no_vec3 if scale is None else scale, new_local, status,
+                ]),
+                (commit_writes, rows.count, [new_local, *rows_params, status, store.local, store.req_row]),
+            ]  # fmt: skip
+
+        self._launches.run(name, key, build, publish=True)
 
     def _write_world_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
         self._write(rows, in_world=True, pos=pos, quat=quat)
@@ -323,5 +348,7 @@ class NewtonFrameView(BaseFrameView):
 
     def _release(self) -> None:
         self._launches.clear()
+        self._checked_body_q = None
+        self._offset_keys.clear()
         self._mirror.clear()
         self._state = None

@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The launches of a Newton view: recorded once per call shape, replayed as CUDA graphs keyed on the addresses read.
+
+A view's call (a read, or a write's three launches) runs a few kernels over the view's arrays, the caller's arrays and
+the simulation state's ``body_q``. The solver swaps states every step, so ``body_q`` is a different array from one
+step to the next: a cached launch or graph may only be reused for the addresses it was made with. Each call passes a
+*key* naming every address (and scalar) of its launches that can change between calls; a CUDA graph is replayed only
+for the key it was captured with, so it never holds a stale ``body_q`` pointer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import warp as wp
+
+from .._launch import RecordedLaunch, block_dim_for, capture_stream
+from .._rows import DeviceErrors
+
+__all__ = ["LaunchCache", "address"]
+
+Step = tuple[Any, Any, list]
+"""``(kernel, dim, params)``: one launch of a call, every argument (inputs then outputs) in the kernel's order."""
+
+_CAPTURE_STREAMS: dict[str, wp.Stream | None] = {}
+"""One non-blocking capture stream per CUDA device, shared by the Newton views (made on first use, kept)."""
+_CAPTURE_LOCK = threading.Lock()
+"""Held while a view captures on its device's shared stream (views of different models may run on two threads)."""
+
+
+_UNSET = object()
+
+
+def address(array: wp.array | None) -> tuple | None:
+    """What a captured launch depends on in an array it was given: its address, shape and strides."""
+    return None if array is None else (array.ptr, array.shape, array.strides)
+
+
+def _capture_stream(device: Any) -> wp.Stream | None:
+    """The device's shared non-blocking stream for the views' own captures (None where none can be made)."""
+    name = str(device)
+    if name not in _CAPTURE_STREAMS:
+        _CAPTURE_STREAMS[name] = capture_stream(device)
+    return _CAPTURE_STREAMS[name]
+
+
+class LaunchCache:
+    """The launches of one view.
+
+    Every launch goes through a :class:`~frameview._launch.RecordedLaunch` kept per call name and step (only the
+    arguments that changed since the name's previous call are re-packed), so calls of different shapes (all rows,
+    indices, a mask; plain or camera reads) never re-pack each other's arguments.
+
+    On CUDA, a call whose ``key`` was seen before under the same name is captured once into a CUDA graph (on a
+    non-blocking stream of its own, so that work other threads put on the device is neither captured nor
+    disturbed), and from then on replayed on the caller's current stream as one launch, without building its
+    arguments. The key must name every address and scalar of the call's launches that can change between calls
+    (see :func:`address`); what it leaves out must stay fixed for the view's life. The last ``per_name`` keys of
+    each name are kept (least recently used dropped): a loop swapping two states replays one graph per state.
+    Inside the caller's own capture (``errors.is_capturing()``) the launches are made as they are, captured there.
+    On CUDA every launch runs with the views' small blocks (:func:`~frameview._launch.block_dim_for`).
+
+    Args:
+        device: The view's Warp device.
+        errors: The view's status word (its publish copy ends the calls that can fail, in their graphs).
+        per_name: Keys (graphs) kept per call name.
+    """
+
+    def __init__(self, device: Any, errors: DeviceErrors, per_name: int = 4) -> None:
+        self._device = device
+        self._errors = errors
+        self._per_name = per_name
+        self._recorded: dict[tuple[Hashable, int], RecordedLaunch] = {}
+        self._graphs: dict[Hashable, OrderedDict[Hashable, Any]] = {}
+        self._stream: Any = _UNSET  # the device's capture stream, looked up on the first CUDA call
+
+    def run(self, name: Hashable, key: Hashable, build: Callable[[], list[Step]], publish: bool = False) -> None:
+        """Run the call ``name`` (``build()`` makes its launches), then (CUDA, ``publish``) copy the status word to
+        pinned memory; on CUDA replay the graph captured for ``key`` when there is one (see the class docstring)."""
+        if not self._graphs_enabled():  # CPU, inside the caller's capture, or no stream of our own: plain launches
+            self._launch(name, build(), None)
+            self._publish(publish, None)
+            return
+        graphs = self._graphs.get(name)
+        if graphs is None:
+            graphs = self._graphs[name] = OrderedDict()
+        if key not in graphs:  # first sighting: launch, remember the key
+            graphs[key] = None
+            if len(graphs) > self._per_name:
+                graphs.popitem(last=False)
+            self._launch(name, build(), None)
+            self._publish(publish, None)
+            return
+        graphs.move_to_end(key)
+        graph = graphs[key]
+        if graph is None:  # seen again: capture once
+            graph = graphs[key] = self._capture(name, build(), publish)
+        self._replay(graph)
+
+    def _graphs_enabled(self) -> bool:
+        """Whether calls are captured and replayed: CUDA, outside the caller's own capture, with a capture stream."""
+        device = self._device
+        if not device.is_cuda or self._errors.is_capturing():  # asked once per public call
+            return False
+        if self._stream is _UNSET:
+            self._stream = _capture_stream(device)
+        return self._stream is not None
+
+    def _capture(self, name: Hashable, steps: list[Step], publish: bool) -> Any:
+        """A CUDA graph of ``steps`` (and the publish copy), captured on the device's capture stream: every operation
+        names that stream, so the device's current stream is not touched."""
+        stream = self._stream
+        with _CAPTURE_LOCK, wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
+            self._launch(name, steps, stream)
+            self._publish(publish, stream)
+        return capture.graph
+
+    def _replay(self, graph: Any) -> None:
+        """Launch a captured graph on the device's current stream."""
+        wp.capture_launch(graph)
+
+    def _publish(self, publish: bool, stream: wp.Stream | None) -> None:
+        """CUDA: the status word's copy to pinned memory, for the view's check (there is none on the CPU)."""
+        if publish and self._device.is_cuda:
+            self._errors.publish(stream)
+
+    def _launch(self, name: Hashable, steps: list[Step], stream: wp.Stream | None) -> None:
+        for j, (kernel, dim, params) in enumerate(steps):
+            recorded = self._recorded.get((name, j))
+            if recorded is None:
+                recorded = self._recorded[(name, j)] = RecordedLaunch(
+                    kernel, dim, params, self._device, block_dim_for(self._device)
+                )
+            recorded.launch(dim, params, stream)
+
+    @property
+    def graph_count(self) -> int:
+        """CUDA graphs held now (0 on the CPU)."""
+        return sum(g is not None for graphs in self._graphs.values() for g in graphs.values())
+
+    def clear(self) -> None:
+        """Drop every recorded launch and graph (the view is closed)."""
+        self._recorded.clear()
+        self._graphs.clear()
