@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 import warp as wp
 
+from .host import to_numpy
+
 try:
     from pxr import Sdf, Usd, UsdGeom, Vt
 except ImportError as exc:  # usd-core is the optional extra frameview[usd]; Kit ships its own pxr
@@ -275,7 +277,7 @@ class UsdFrameView(BaseFrameView):
                     int(WRITE_NOT_FINITE): CODE_RESULT_NOT_FINITE}[int(solved.status[k])]  # fmt: skip
             call = "set_local_scales" if scale is not None else ("set_world" if in_world else "set_local")
             raise self._status_error(call, rows)(k * int(STATUS_CODES) + int(code))
-        req_scale = None if scale is None else scale.numpy().astype(np.float64) / solved.parent_scale
+        req_scale = None if scale is None else to_numpy(scale).astype(np.float64) / solved.parent_scale
         flags = (pos is not None, quat is not None, scale is not None)
         replaced = author_local(prims, solved.local, solved.trs, solved.sheared, flags, req_scale)
         if replaced and not self._warned_standardise:

@@ -14,6 +14,7 @@ import numpy as np
 import warp as wp
 from pxr import Usd, UsdGeom
 
+from .host import to_numpy
 from .kernels.requests import solve_request
 from .kernels.transforms import SHEAR_TOLERANCE, decompose_matrix, shear_error
 
@@ -165,7 +166,7 @@ class UsdWriteSolver:
             outputs=[*outs, *flags_out],
             device=device,
         )
-        return tuple(a.numpy() for a in (*outs, *flags_out))
+        return tuple(to_numpy(a) for a in (*outs, *flags_out))
 
 
 def _parent_world(

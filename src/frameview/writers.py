@@ -27,6 +27,7 @@ import numpy as np
 import warp as wp
 
 from ._rows import ALL, INDEXED, MASK, Rows
+from .host import to_numpy
 from .writer_scopes import (
     PendingWrite,
     XformLocalSpaceWriter,
@@ -174,7 +175,7 @@ class WriterScopesMixin:
         if rows.kind == ALL:
             return (ALL, None)
         if view._device.is_cpu or not view._device_rows:  # the rows are host data already (or were copied there)
-            host = rows.mask.numpy() if rows.kind == MASK else rows.indices.numpy()
+            host = to_numpy(rows.mask) if rows.kind == MASK else to_numpy(rows.indices)
             return (rows.kind, host.copy())
         host = _host_copy(mask if mask is not None else indices)
         return None if host is None else (rows.kind, host)

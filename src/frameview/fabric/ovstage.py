@@ -42,6 +42,7 @@ import ovstage
 import warp as wp
 from ovstage import AttributeSemantic, HierarchyRelation
 
+from ..host import to_numpy
 from ..visibility import compute_visibility
 from .ovstage_core import (  # noqa: F401  (_-names: re-exported, they lived here before the split)
     _EXISTS_TTL_S,
@@ -242,7 +243,7 @@ class OvstageFabricStage:
                     "before writing through its columns (ovstage read pointers are read-only)"
                 )
             n = selection.count
-            written = np.unique(slots.numpy().astype(np.int64)) if slots.shape[0] else np.empty(0, np.int64)
+            written = np.unique(to_numpy(slots).astype(np.int64)) if slots.shape[0] else np.empty(0, np.int64)
             if n == 0 or written.size == 0:
                 return
             if written[0] < 0 or written[-1] >= n:

@@ -16,6 +16,7 @@ import numpy as np
 import warp as wp
 from ovstage import Filter, FilterOp, Predicate
 
+from ..host import to_numpy
 from .ovstage_core import LATEST, StageCore, group_values, index_map
 from .stage import COLUMN_TYPES, WORLD_MATRIX, column_type
 
@@ -144,8 +145,8 @@ class OvstageSelection:
         """(count, 4, 4) float64 host copy (or view, on the CPU) of a staged matrix column."""
         col = self._staging[name]
         if col.device.is_cuda:
-            return col[: self._count].numpy().reshape(self._count, 4, 4)
-        return col.numpy()[: self._count].reshape(self._count, 4, 4)
+            return to_numpy(col[: self._count]).reshape(self._count, 4, 4)
+        return to_numpy(col)[: self._count].reshape(self._count, 4, 4)
 
     def worlds_match(self, written: np.ndarray) -> bool:
         """Whether Fabric's world matrices of the ``written`` slots equal the ones the writer staged (same query)."""
@@ -262,7 +263,7 @@ class OvstageSelection:
         if n == 0:
             return type_name
         staging = self._host_column(name, col)
-        host = staging.numpy()
+        host = to_numpy(staging)
         start = 0
         for g in groups:
             rows = g.prim_count

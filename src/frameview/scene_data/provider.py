@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from ..host import to_numpy
 from .checks import (  # noqa: F401  (_as_*: re-exported, they lived here before the split)
     Source,
     TransformSource,
@@ -208,7 +209,7 @@ class SceneDataProvider:
 
     def _report(self, source: Source, mapping: wp.array, rows: int) -> bool:
         """Read the gather's status back: whether a row was written; ``IndexError`` for an out-of-range mapping."""
-        written, out_of_range = (int(v) for v in self._status.numpy())
+        written, out_of_range = (int(v) for v in to_numpy(self._status))
         if out_of_range:
             values = mapping.numpy()[:rows]
             bad = np.flatnonzero((values < -1) | (values >= source.count))
