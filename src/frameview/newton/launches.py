@@ -28,7 +28,7 @@ Step = tuple[Any, Any, list]
 _CAPTURE_STREAMS: dict[str, wp.Stream | None] = {}
 """One non-blocking capture stream per CUDA device, shared by the Newton views (made on first use, kept)."""
 _CAPTURE_LOCK = threading.Lock()
-"""Held while a view captures on its device's shared stream (views of different models may run on two threads)."""
+"""Held while a view makes its device's shared stream or captures on it (views of two models may be on two threads)."""
 
 
 _UNSET = object()
@@ -42,9 +42,10 @@ def address(array: wp.array | None) -> tuple | None:
 def _capture_stream(device: Any) -> wp.Stream | None:
     """The device's shared non-blocking stream for the views' own captures (None where none can be made)."""
     name = str(device)
-    if name not in _CAPTURE_STREAMS:
-        _CAPTURE_STREAMS[name] = capture_stream(device)
-    return _CAPTURE_STREAMS[name]
+    with _CAPTURE_LOCK:
+        if name not in _CAPTURE_STREAMS:
+            _CAPTURE_STREAMS[name] = capture_stream(device)
+        return _CAPTURE_STREAMS[name]
 
 
 class LaunchCache:
