@@ -45,14 +45,15 @@ def frozen_launches():
     return FrozenLaunches
 
 
-@pytest.fixture(params=["cpu-frozen", "cuda"])
+CUDA_MARKS = [pytest.mark.cuda, pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")]
+
+
+@pytest.fixture(params=[pytest.param("cpu", id="cpu-frozen"), pytest.param("cuda:0", id="cuda", marks=CUDA_MARKS)])
 def graphs(request, monkeypatch) -> str:
     """The device, with the graphs it replays: frozen launches on the CPU, CUDA graphs on a GPU."""
     newton_module()
-    if request.param == "cuda":
-        if not HAS_CUDA:
-            pytest.skip("no CUDA device (wp.get_cuda_device_count() == 0)")
-        return "cuda:0"
+    if request.param != "cpu":
+        return request.param
     import frameview.newton.view as newton_view
 
     monkeypatch.setattr(newton_view, "LaunchCache", frozen_launches())
