@@ -162,36 +162,14 @@ def all_gather_poses(
     m = int(pos.shape[0])
     world, rank = dist.get_world_size(group), dist.get_rank(group)
     comm = _comm_device(str(dist.get_backend(group)), device)
-    if counts is None:
-        counts = _exchange_counts(m, world, group, comm)
-    else:
-        counts = tuple(int(c) for c in counts)
-        if len(counts) != world:
-            raise ValueError(f"counts: expected {world} counts (one per rank of the group), got {len(counts)}")
-        if counts[rank] != m:
-            raise ValueError(f"counts: counts[{rank}] is {counts[rank]}, but this rank passes {m} poses")
+    counts = _exchange_counts(m, world, group, comm) if counts is None else _checked_counts(counts, m, world, rank)
     receives = dst is None or dst == dist.get_rank()
     rows = max(counts)
     if rows == 0:
         empty = torch.empty((0, _WIDTH), dtype=torch.float32, device=device)
         return GatheredPoses(empty[:, :3], empty[:, 3:], counts) if receives else None
 
-    send = torch.empty((rows, _WIDTH), dtype=torch.float32, device=comm)
-    warp_stream = wp.get_stream(warp_device) if warp_device is not None and warp_device.is_cuda else None
-    torch_stream = _torch_stream(warp_device) if warp_stream is not None else None
-    if torch_stream is not None and torch_stream.cuda_stream != warp_stream.cuda_stream:
-        torch_stream.wait_stream(warp_stream)  # the pack reads what Warp's stream wrote
-    else:
-        torch_stream = None
-    if comm == device:
-        torch.cat((pos, quat), dim=1, out=send[:m])
-    else:
-        send[:m, :3].copy_(pos)
-        send[:m, 3:].copy_(quat)
-    if torch_stream is not None:  # the view's next call overwrites its buffers: Warp's stream waits for the pack
-        warp_stream.wait_stream(torch_stream)
-    if rows > m:
-        send[m:].zero_()
+    send = _pack(pos, quat, rows, comm, warp_device)
 
     out = torch.empty((world * rows, _WIDTH), dtype=torch.float32, device=comm) if receives else None
     if dst is None:
@@ -205,6 +183,42 @@ def all_gather_poses(
     if comm != device:
         positions, orientations = positions.to(device), orientations.to(device)
     return GatheredPoses(positions, orientations, counts)
+
+
+def _checked_counts(counts: Sequence[int], m: int, world: int, rank: int) -> tuple[int, ...]:
+    """The caller's ``counts`` as ints, checked against the group's size and this rank's row count."""
+    counts = tuple(int(c) for c in counts)
+    if len(counts) != world:
+        raise ValueError(f"counts: expected {world} counts (one per rank of the group), got {len(counts)}")
+    if counts[rank] != m:
+        raise ValueError(f"counts: counts[{rank}] is {counts[rank]}, but this rank passes {m} poses")
+    return counts
+
+
+def _pack(pos: torch.Tensor, quat: torch.Tensor, rows: int, comm: torch.device, warp_device: Any) -> torch.Tensor:
+    """The (rows, 7) send buffer on ``comm``: positions and orientations side by side, zero padding below.
+
+    Warp inputs on CUDA are ordered against Warp's stream without a host wait: torch's stream waits for the read that
+    produced them, and Warp's stream waits for the pack (the view's next call overwrites its buffers)."""
+    torch, _dist = _torch()
+    m = int(pos.shape[0])
+    send = torch.empty((rows, _WIDTH), dtype=torch.float32, device=comm)
+    warp_stream = wp.get_stream(warp_device) if warp_device is not None and warp_device.is_cuda else None
+    torch_stream = _torch_stream(warp_device) if warp_stream is not None else None
+    if torch_stream is not None and torch_stream.cuda_stream != warp_stream.cuda_stream:
+        torch_stream.wait_stream(warp_stream)
+    else:
+        torch_stream = None
+    if comm == pos.device:
+        torch.cat((pos, quat), dim=1, out=send[:m])
+    else:
+        send[:m, :3].copy_(pos)
+        send[:m, 3:].copy_(quat)
+    if torch_stream is not None:
+        warp_stream.wait_stream(torch_stream)
+    if rows > m:
+        send[m:].zero_()
+    return send
 
 
 def _torch() -> tuple[Any, Any]:
