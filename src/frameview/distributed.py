@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -275,13 +275,7 @@ def _as_tensors(poses: Any) -> tuple[torch.Tensor, torch.Tensor, Any]:
 
 def _torch_view(array: wp.array) -> torch.Tensor:
     """``wp.to_torch(array)``, remembered for the array's address, shape, dtype and device."""
-    key = (array.ptr, array.shape, array.dtype, str(array.device))
-    tensor = _TORCH_VIEWS.get(key)
-    if tensor is None:
-        if len(_TORCH_VIEWS) >= 64:
-            _TORCH_VIEWS.clear()
-        tensor = _TORCH_VIEWS[key] = wp.to_torch(array)
-    return tensor
+    return _remember(_TORCH_VIEWS, (array.ptr, array.shape, array.dtype, str(array.device)), lambda: wp.to_torch(array))
 
 
 def _comm_device(backend: str, device: torch.device) -> torch.device:
@@ -318,10 +312,14 @@ def _torch_stream(device: Any) -> wp.Stream:
     """Torch's current stream on a CUDA Warp device, as a Warp stream (wrappers are kept: no per-call event)."""
     torch, _dist = _torch()
     stream = torch.cuda.current_stream(torch.device("cuda", device.ordinal))
-    key = (str(device), int(stream.cuda_stream))
-    wrapped = _TORCH_STREAMS.get(key)
-    if wrapped is None:
-        if len(_TORCH_STREAMS) >= 64:
-            _TORCH_STREAMS.clear()
-        wrapped = _TORCH_STREAMS[key] = wp.stream_from_torch(stream)
-    return wrapped
+    return _remember(_TORCH_STREAMS, (str(device), int(stream.cuda_stream)), lambda: wp.stream_from_torch(stream))
+
+
+def _remember(cache: dict, key: Any, make: Callable[[], Any], limit: int = 64) -> Any:
+    """``cache[key]``, made by ``make()`` on a miss; the cache is emptied when it reaches ``limit`` entries."""
+    value = cache.get(key)
+    if value is None:
+        if len(cache) >= limit:
+            cache.clear()
+        value = cache[key] = make()
+    return value
