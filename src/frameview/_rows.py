@@ -10,11 +10,12 @@ device array, a singular parent, a sheared local matrix) are recorded by the ker
 ``row * STATUS_CODES + code``, kept at its minimum, so the first failing row wins. :class:`DeviceErrors` turns it into
 an exception: at once on the CPU (Warp's CPU launches are synchronous, reading costs nothing) and for host inputs;
 for device inputs on CUDA at the view's next call once the GPU has finished (no host round trip on the hot path),
-or at :meth:`frameview.BaseFrameView.check`.
+or at :meth:`frameview.BaseFrameView.check`. :func:`status_error` words it: the argument, row, index or prim.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -183,3 +184,77 @@ class DeviceErrors:
 def split_status(value: int) -> tuple[int, int]:
     """Status word -> (row, code)."""
     return value // int(STATUS_CODES), value % int(STATUS_CODES)
+
+
+_FIRST_ARGUMENT = {
+    "set_world": "positions",
+    "set_local": "translations",
+    "set_local_scales": "scales",
+    "set_world_scales": "scales",
+}
+"""The non-orientation argument of each setter, named in device-side value errors."""
+
+
+def is_torch_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor (without importing torch)."""
+    torch = sys.modules.get("torch")  # never import torch ourselves
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def status_error(call: str, rows: Rows | None, prim_paths: tuple[str, ...]) -> Callable[[int], Exception]:
+    """A factory: status word -> the exception naming the argument, row, index or prim (``prim_paths``: the view's)."""
+    count = len(prim_paths)
+
+    def make(value: int) -> Exception:
+        row, code = split_status(value)
+        index = row
+        if rows is not None and rows.kind == INDEXED:
+            index = source_index(rows, row)
+        written = "nothing was written" if call.startswith("set") else "the rows read are not valid"
+        if code == int(CODE_INDEX_RANGE):
+            where = "is negative" if index < 0 else "is out of range"
+            return IndexError(
+                f"indices: index {index} (row {row}) {where} for a view of count={count} ({call}); {written}"
+            )
+        if code == int(CODE_INDEX_DUPLICATE):
+            return ValueError(
+                f"indices: index {index} appears more than once in a write ({call}); expected each index at most "
+                f"once (drop the duplicates and their rows); {written}"
+            )
+        if code == int(CODE_VALUE_NOT_FINITE):
+            name = _FIRST_ARGUMENT.get(call, "values")
+            return ValueError(f"{name}: row {row} holds a non-finite value ({call}); {written}")
+        if code == int(CODE_QUAT_NOT_FINITE):
+            return ValueError(f"orientations: row {row} holds a non-finite value ({call}); {written}")
+        if code == int(CODE_ZERO_QUATERNION):
+            return ValueError(f"orientations: row {row} holds a zero-norm quaternion ({call}); {written}")
+        prim = prim_paths[index] if 0 <= index < count else f"<row {row}>"
+        if code == int(CODE_SINGULAR_PARENT):
+            return ValueError(
+                f"prim {prim!r}: its parent's world matrix is singular (e.g. a zero scale), so no world pose can "
+                f"be written under it; write its local pose instead; {written}"
+            )
+        if code == int(CODE_SHEAR):
+            return ValueError(
+                f"prim {prim!r}: its local transform has shear, which a rotation or scale write would drop; write "
+                f"its translation only, or remove the shear from its xformOps; {written}"
+            )
+        if code == int(CODE_RESULT_NOT_FINITE):
+            return ValueError(
+                f"prim {prim!r}: the new local transform is not finite (a degenerate parent or local matrix); {written}"
+            )
+        return RuntimeError(f"{call}: device error code {code} at row {row}")
+
+    return make
+
+
+def source_index(rows: Rows, row: int) -> int:
+    """The view index the caller passed at ``row`` (error path: may copy from the device)."""
+    source = rows.source if rows.source is not None else rows.indices
+    try:
+        if is_torch_tensor(source):
+            return int(source[row].item())
+        host = to_numpy(source) if isinstance(source, wp.array) else np.asarray(source)
+        return int(host[row])
+    except Exception:  # the caller changed or freed it: report the row
+        return row

@@ -1,0 +1,368 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The argument handling every view shares: rows (all / indices / mask) and data, checked once at the boundary.
+
+:class:`ArgumentsMixin` turns a call's ``indices`` / ``mask`` into :class:`~frameview._rows.Rows` (host indices
+checked on the host and staged into a device buffer, device indices used as they are or narrowed to int32 in one
+launch, masks kept as masks), hands out the view-owned output buffers, and coerces pose and scale data to the
+kernels' dtype on the view's device (host data checked on the host, device data by the kernels or one check launch).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import warp as wp
+
+from ._rows import CODE_ZERO_QUATERNION, INDEXED, MASK, DeviceErrors, Rows, is_torch_tensor, split_status
+from .host import to_numpy
+from .kernels.arguments import check_values, narrow_indices, narrow_indices_u32
+
+__all__ = ["ArgumentsMixin", "ArrayLike", "IndicesLike", "MaskLike"]
+
+IndicesLike = Any
+"""``None`` (all), or int32/uint32/int64 indices as a Warp array, NumPy array, torch tensor, list, tuple or range."""
+
+MaskLike = Any
+"""``None``, or a boolean (N,) Warp array, torch tensor or NumPy array selecting view prims (N = the view's count)."""
+
+ArrayLike = Any
+"""A Warp array, NumPy array or torch tensor of shape (M, 3) or (M, 4) (or a Warp vector array of shape (M,))."""
+
+_INDEX_KINDS = ("i", "u")
+_WARP_INDEX_DTYPES = (wp.int32, wp.uint32, wp.int64)
+
+
+class ArgumentsMixin:
+    """Argument handling of :class:`~frameview.BaseFrameView` (every backend): rows, output buffers, data.
+
+    The view's ``__init__`` sets the state these methods use (the index buffer and its host staging, the output
+    buffers, the status word, the rows of the last device call).
+    """
+
+    _device: wp.context.Device
+    _device_rows: bool
+    _errors: DeviceErrors
+    _all_rows: Rows
+    _last_rows: tuple[Any, Rows] | None
+    _index_buffer: wp.array
+    _index_stage: wp.array | None
+    _index_host: np.ndarray
+    _heads: dict[tuple[int, int], wp.array]
+    _thread_buffers: Any
+
+    if TYPE_CHECKING:
+
+        @property
+        def count(self) -> int: ...
+
+        def _check_open(self) -> None: ...
+
+    def _prepare(self, indices: IndicesLike, mask: MaskLike = None, write: bool = False) -> Rows:
+        """Check the view is open, report errors of earlier device calls, and turn ``indices`` / ``mask`` into
+        :class:`Rows`. Host indices are checked here (a write also needs each index once: two rows for one prim
+        race on a GPU); device indices and masks are checked by the kernels, without a host round trip."""
+        self._check_open()
+        self._errors.poll()
+        if indices is None and mask is None:
+            return self._all_rows
+        if indices is not None and mask is not None:
+            raise TypeError("indices and mask: pass one of them, not both")
+        last = self._last_rows  # the reset loop passes the same device array every time: reuse its Rows
+        if last is not None and (last[0] is mask if indices is None else last[0] is indices):
+            return last[1]
+        if mask is not None:
+            rows = Rows(MASK, self.count, mask=self._mask_to_device(mask))
+            if isinstance(mask, wp.array) and rows.mask is mask:
+                self._last_rows = (mask, rows)
+            return rows
+        if self._device_rows and self._device.is_cuda:  # on the CPU every array is host memory: check it here
+            device_rows = self._device_indices(indices)
+            if device_rows is not None:
+                if device_rows.indices is indices:  # used as is (int32, contiguous, on the view's device)
+                    self._last_rows = (indices, device_rows)
+                return device_rows
+        host = self._indices_to_numpy(indices)
+        self._check_host_indices(host, write)
+        return self._stage_host_indices(host)
+
+    def _check_host_indices(self, host: np.ndarray, write: bool) -> None:
+        """Bounds of host indices, and (a write) each index at most once."""
+        if not host.size:
+            return
+        low, high = int(host.min()), int(host.max())
+        if low < 0:
+            raise IndexError(f"indices: index {low} is negative; expected 0 <= index < count={self.count}")
+        if high >= self.count:
+            raise IndexError(f"indices: index {high} is out of range for a view of count={self.count}")
+        if write and host.size > 1:
+            counts = np.bincount(host.astype(np.intp, copy=False))
+            if counts.max() > 1:
+                dup = int(np.argmax(counts))
+                raise ValueError(
+                    f"indices: index {dup} appears {int(counts[dup])} times in a write; expected each index at "
+                    "most once (drop the duplicates and their rows); nothing was written"
+                )
+
+    def _stage_host_indices(self, host: np.ndarray) -> Rows:
+        """Checked host indices as int32 :class:`Rows` on the device (through the view's index buffer)."""
+        n = host.size
+        if n > self._index_buffer.shape[0]:  # more indices than prims (repeated reads): a one-off array
+            out = wp.array(np.ascontiguousarray(host, dtype=np.int32), dtype=wp.int32, device=self._device)
+            return Rows(INDEXED, n, indices=out)
+        self._index_host[:n] = host  # bounds checked above: the int32 cast is exact
+        out = self._head(self._index_buffer, n)
+        if n and self._index_stage is not None:  # pageable staging: the copy has consumed it when wp.copy returns
+            wp.copy(out, self._index_stage, count=n)
+        return Rows(INDEXED, n, indices=out)
+
+    def _device_indices(self, indices: IndicesLike) -> Rows | None:
+        """Indices already on the view's device, as int32 without a host round trip (None: take the host path)."""
+        if is_torch_tensor(indices):
+            if str(indices.device) == "cpu" or indices.dtype not in _torch_index_dtypes():
+                return None
+            if wp.device_from_torch(indices.device) != self._device:
+                return None
+            source = indices
+            indices = wp.from_torch(indices.contiguous())
+        elif isinstance(indices, wp.array):
+            source = indices
+        else:
+            return None
+        if indices.device != self._device or indices.dtype not in _WARP_INDEX_DTYPES:
+            return None
+        if indices.ndim != 1:
+            raise ValueError(f"indices: expected a 1-D array of indices, got shape {tuple(indices.shape)}")
+        n = indices.shape[0]
+        if indices.dtype == wp.int32 and indices.is_contiguous:
+            return Rows(INDEXED, n, indices=indices, checked=False, source=source)
+        if n <= self._index_buffer.shape[0]:
+            out = self._head(self._index_buffer, n)
+        else:
+            out = wp.empty(n, dtype=wp.int32, device=self._device)
+        if n:
+            kernel = narrow_indices_u32 if indices.dtype == wp.uint32 else narrow_indices
+            wp.launch(kernel, dim=n, inputs=[indices, self.count], outputs=[out], device=self._device)
+        return Rows(INDEXED, n, indices=out, checked=False, source=source)
+
+    def _mask_to_device(self, mask: MaskLike) -> wp.array:
+        """A boolean (N,) mask as a ``wp.bool`` array on the view's device (zero-copy for device inputs)."""
+        if is_torch_tensor(mask):
+            if mask.dtype != sys.modules["torch"].bool:
+                raise TypeError(f"mask: expected a boolean tensor, got dtype {mask.dtype}")
+            if tuple(mask.shape) != (self.count,):
+                raise ValueError(f"mask: expected shape ({self.count},), got {tuple(mask.shape)}")
+            if str(mask.device) != "cpu" and wp.device_from_torch(mask.device) == self._device:
+                return wp.from_torch(mask.contiguous(), dtype=wp.bool)
+            mask = mask.detach().cpu().numpy()
+        if isinstance(mask, wp.array):
+            if mask.dtype != wp.bool:
+                raise TypeError(f"mask: expected a Warp array of dtype wp.bool, got {mask.dtype}")
+            if mask.shape != (self.count,):
+                raise ValueError(f"mask: expected shape ({self.count},), got {mask.shape}")
+            if mask.device == self._device:
+                return mask
+            _wait_for_producer(mask)
+            return wp.clone(mask, device=self._device)
+        host = np.asarray(mask)
+        if host.dtype != np.bool_:
+            raise TypeError(f"mask: expected booleans, got dtype {host.dtype} (for view indices pass indices=...)")
+        if host.shape != (self.count,):
+            raise ValueError(f"mask: expected shape ({self.count},), got {host.shape}")
+        return wp.array(host, dtype=wp.bool, device=self._device)
+
+    def _host_mask_indices(self, rows: Rows) -> wp.array:
+        """The masked view indices as int32 on the device (host-bound backends: one host round trip)."""
+        idx = np.flatnonzero(to_numpy(rows.mask)).astype(np.int32)
+        return wp.array(idx, dtype=wp.int32, device=self._device)
+
+    def _indices_to_numpy(self, indices: IndicesLike) -> np.ndarray:
+        if isinstance(indices, wp.array):
+            if indices.dtype not in _WARP_INDEX_DTYPES:
+                raise TypeError(f"indices: expected a Warp array of int32, uint32 or int64, got dtype {indices.dtype}")
+            host = to_numpy(indices)
+        elif isinstance(indices, np.ndarray):
+            host = indices
+        elif is_torch_tensor(indices):
+            host = indices.detach().cpu().numpy()
+        elif isinstance(indices, (list, tuple, range)):
+            if any(isinstance(i, (bool, np.bool_)) for i in indices):
+                raise TypeError("indices: expected integers, got booleans (for a mask pass mask=...)")
+            try:
+                host = np.asarray(indices) if len(indices) else np.empty(0, dtype=np.int64)
+            except ValueError as exc:  # ragged nested lists
+                raise ValueError("indices: expected a flat sequence of integers, got a ragged nested one") from exc
+        else:
+            raise TypeError(
+                f"indices: expected None, a list, or an integer Warp/NumPy/torch array, got {type(indices).__name__}"
+            )
+        if host.dtype == np.bool_:
+            raise TypeError("indices: boolean masks are not indices; pass mask=... (or np.flatnonzero(mask))")
+        if host.dtype.kind not in _INDEX_KINDS:
+            raise TypeError(f"indices: expected integer indices (int32, uint32 or int64), got dtype {host.dtype}")
+        if host.ndim != 1:
+            raise ValueError(f"indices: expected a 1-D array of indices, got shape {tuple(host.shape)}")
+        return host
+
+    def _outputs(self, name: str, dtype: type, rows: int) -> wp.array:
+        """The view-owned output buffer ``name``, cut to ``rows`` rows."""
+        buffers = getattr(self._thread_buffers, "buffers", None)
+        if buffers is None:
+            buffers = self._thread_buffers.buffers = {}
+        buf = buffers.get(name)
+        if buf is None or buf.shape[0] < rows:
+            buf = wp.empty(max(rows, self.count), dtype=dtype, device=self._device)
+            buffers[name] = buf
+        return self._head(buf, rows)
+
+    def _head(self, buf: wp.array, rows: int) -> wp.array:
+        """``buf[:rows]``, remembered: slicing a Warp array costs more host time than a small read's kernels."""
+        if rows == buf.shape[0]:
+            return buf
+        key = (buf.ptr, rows)
+        head = self._heads.get(key)
+        if head is None:
+            if len(self._heads) >= 256:
+                self._heads.clear()
+            head = self._heads[key] = buf[:rows]  # holds ``buf``: its address cannot be reused while cached
+        return head
+
+    def _coerce_rows(
+        self, value: ArrayLike | None, name: str, dtype: type, rows: int, select: wp.array | None = None
+    ) -> tuple[wp.array | None, bool]:
+        """Check ``value`` is (rows, width) floating point; return it as ``dtype`` on the view's device, and whether
+        it came from the host (``None`` counts as host data).
+
+        Host data is checked for non-finite values (and zero quaternions) here, at once; device data by the
+        backend's kernels (``_device_rows``) or by one check launch. ``select``: keep only these rows (host-bound
+        backends' masked writes).
+        """
+        if value is None:
+            return None, True
+        if (  # fast path (the reset path): already the kernels' dtype, on the view's device, for a device backend
+            self._device_rows
+            and select is None
+            and isinstance(value, wp.array)
+            and value.dtype == dtype
+            and value.ndim == 1
+            and value.device == self._device
+            and value.is_contiguous
+        ):
+            if value.shape[0] != rows:
+                raise ValueError(f"{name}: expected {rows} rows, got {value.shape[0]}")
+            return (value if rows else None), False
+        width = _width(dtype)
+        arr, from_host = self._to_float32_rows(value, name, width)
+        if arr.shape[0] != rows:
+            raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({arr.shape[0]}, {width})")
+        if rows == 0:
+            return None, from_host
+        check_norm = dtype is wp.quatf
+        if from_host:
+            host = to_numpy(arr)
+            bad = ~np.isfinite(host).all(axis=1)
+            if check_norm:
+                bad |= (host * host).sum(axis=1) < 1.0e-12
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                values = host[row].tolist()
+                what = "a zero-norm quaternion" if np.all(np.isfinite(values)) else "a non-finite value"
+                raise ValueError(f"{name}: row {row} holds {what} {values}; nothing was written")
+        if select is not None:
+            host = to_numpy(arr)[to_numpy(select)]
+            arr = wp.array(host, dtype=wp.float32, device=self._device)
+        elif str(arr.device) != str(self._device):
+            _wait_for_producer(arr)
+            arr = wp.clone(arr, device=self._device)
+        if not from_host and not self._device_rows:
+            status = self._errors.status
+            wp.launch(check_values, dim=arr.shape[0], inputs=[arr, int(check_norm)], outputs=[status],
+                      device=self._device)  # fmt: skip
+            self._errors.settle(self._value_error(name, arr), now=True)
+        return arr.view(dtype), from_host
+
+    def _value_error(self, name: str, arr: wp.array) -> Callable[[int], Exception]:
+        def make(value: int) -> Exception:
+            row, code = split_status(value)
+            values = to_numpy(arr)[row].tolist()
+            what = "a zero-norm quaternion" if code == int(CODE_ZERO_QUATERNION) else "a non-finite value"
+            return ValueError(f"{name}: row {row} holds {what} {values}; nothing was written")
+
+        return make
+
+    def _to_float32_rows(self, value: ArrayLike, name: str, width: int) -> tuple[wp.array, bool]:
+        """Any accepted array type -> (a float32 wp.array2d of shape (M, width), whether it came from the host).
+
+        Zero-copy when possible."""
+        expected = f"(M, {width}) float32/float64"
+        if isinstance(value, wp.array):
+            value, from_host = self._warp_float32_rows(value, name, width, expected)
+        elif is_torch_tensor(value):
+            value, from_host = _torch_float32_rows(value, name, width, expected)
+        else:
+            value, from_host = _host_float32_rows(value, name, expected), True
+        if isinstance(value, np.ndarray):
+            if value.ndim != 2 or value.shape[1] != width:
+                raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
+            device = self._device if self._device.is_cpu else "cpu"
+            value = wp.array(value, dtype=wp.float32, device=device, copy=False)
+        if value.ndim != 2 or value.shape[1] != width:
+            raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
+        return value, from_host
+
+    def _warp_float32_rows(self, value: wp.array, name: str, width: int, expected: str) -> tuple[Any, bool]:
+        """A Warp array -> (float32 rows: a Warp view or a host copy, whether it came from the host)."""
+        from_host = value.device.is_cpu and not (self._device.is_cpu and self._device_rows)
+        if _width(value.dtype) == width and value.ndim == 1 and value.dtype in (wp.vec3f, wp.quatf, wp.vec4f):
+            value = value.view(wp.float32).reshape((value.shape[0], width))
+        elif value.dtype in (wp.vec3d, wp.quatd, wp.vec4d) and value.ndim == 1 and _width(value.dtype) == width:
+            return to_numpy(value).astype(np.float32), True
+        elif value.dtype in (wp.float32, wp.float64) and value.ndim == 2:
+            if value.dtype == wp.float64 or not value.is_contiguous:
+                return to_numpy(value).astype(np.float32), True
+        else:
+            raise TypeError(f"{name}: expected {expected} data, got a Warp array of dtype {value.dtype}")
+        return value, from_host
+
+
+def _wait_for_producer(array: wp.array) -> None:
+    """Before copying an input that lives on another GPU: wait until that device finished producing it (whatever
+    stream, Warp's or torch's, wrote it). A host wait, on the cross-device path only: pass inputs on the view's own
+    device to keep the reset path free of host round trips."""
+    if array.device.is_cuda:
+        wp.synchronize_device(array.device)
+
+
+def _torch_float32_rows(value: Any, name: str, width: int, expected: str) -> tuple[wp.array, bool]:
+    """A torch tensor -> (a float32 wp.array2d over it, whether it came from the host)."""
+    if not value.is_floating_point():
+        raise TypeError(f"{name}: expected {expected} data, got a torch tensor of dtype {value.dtype}")
+    from_host = str(value.device) == "cpu"
+    value = value.detach()
+    value = value.to(dtype=sys.modules["torch"].float32).contiguous()
+    if value.ndim != 2 or value.shape[1] != width:
+        raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
+    return wp.from_torch(value, dtype=wp.float32), from_host
+
+
+def _host_float32_rows(value: Any, name: str, expected: str) -> np.ndarray:
+    """NumPy data or nested sequences -> a contiguous float32 NumPy array."""
+    try:
+        host = np.asarray(value)
+    except ValueError as exc:  # ragged nested lists
+        raise ValueError(f"{name}: expected {expected} data, got a ragged {type(value).__name__}") from exc
+    if host.dtype.kind != "f":
+        raise TypeError(f"{name}: expected {expected} data, got dtype {host.dtype}")
+    return np.ascontiguousarray(host, dtype=np.float32)
+
+
+def _torch_index_dtypes() -> tuple:
+    torch = sys.modules["torch"]
+    return (torch.int32, torch.int64)
+
+
+def _width(dtype: Any) -> int:
+    """Number of scalars in one element of a Warp dtype (3 for vec3f, 4 for quatf, 1 for scalars)."""
+    return int(getattr(dtype, "_length_", 1))
