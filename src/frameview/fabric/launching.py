@@ -1,0 +1,117 @@
+# SPDX-License-Identifier: Apache-2.0
+"""How a :class:`~frameview.fabric.view.FabricFrameView` launches its kernels: recorded launches replayed, and on
+CUDA captured once into graphs replayed from then on, on the view's own capture stream.
+
+Everything a recorded launch or a graph reads belongs to the view (kept in ``_launches``, dropped with the fabric
+arrays on a bucket change), except what the caller passes: a call's key holds the :func:`address` of each of those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import warp as wp
+
+from .._launch import RecordedLaunch, block_dim_for, capture_stream
+from .._rows import DeviceErrors
+
+__all__ = ["LaunchingMixin", "address"]
+
+
+def address(array: wp.array | None) -> tuple | None:
+    """What a captured launch depends on in a caller's array: its address and shape."""
+    return None if array is None else (array.ptr, array.shape)
+
+
+class LaunchingMixin:
+    """The launch plumbing of :class:`~frameview.fabric.view.FabricFrameView`: recorded launches, CUDA graphs."""
+
+    _device: wp.context.Device
+    _errors: DeviceErrors
+    _launches: dict[Any, Any]
+    _capture_stream: wp.Stream | None
+    _no_capture_stream: bool
+
+    def _launch_recorded(self, key: str, kernel: Any, dim: int, inputs: list, outputs: list) -> None:
+        """Full-view launches are recorded once per fabric-array rebuild and replayed (cheaper than ``wp.launch``).
+
+        On CUDA, once the same recorded launch has been replayed with unchanged buckets, it is captured into a CUDA
+        graph and the graph is replayed from then on (the cheapest launch Warp offers); a bucket change drops both.
+        Outputs are per thread, so the key includes their addresses, and the entry holds the output arrays: a recorded
+        launch keeps raw pointers, which must not outlive (or be reused by) another allocation.
+        """
+        key = (key, *(out.ptr for out in outputs))
+        entry = self._launches.get(key)
+        if entry is None:
+            cmd = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=self._device, record_cmd=True,
+                            block_dim=block_dim_for(self._device))  # fmt: skip
+            self._launches[key] = entry = [cmd, 0, None, outputs]
+        cmd, replays, graph, _ = entry
+        if self._errors.is_capturing():  # inside the caller's graph capture: the launch itself is captured
+            cmd.launch()
+            return
+        if graph is not None:
+            wp.capture_launch(graph)
+            return
+        if self._device.is_cuda and replays >= 1 and self._own_capture_stream() is not None:
+            # capture on the view's own (non-blocking) stream: work other threads put on the device meanwhile is
+            # neither captured nor disturbed; the graph is replayed on the caller's current stream
+            with wp.ScopedCapture(device=self._device, stream=self._capture_stream, force_module_load=False) as capture:
+                cmd.launch(stream=self._capture_stream)
+            entry[2] = capture.graph
+            wp.capture_launch(capture.graph)
+            return
+        entry[1] = replays + 1
+        cmd.launch()
+
+    def _launch_cmd(self, key: Any, kernel: Any, dim: Any, params: list, stream: wp.Stream | None = None) -> None:
+        """Launch ``kernel(*params)`` through a :class:`RecordedLaunch` kept under ``key`` (dropped with the fabric
+        arrays on a bucket change)."""
+        recorded = self._launches.get(key)
+        if recorded is None:
+            recorded = self._launches[key] = RecordedLaunch(kernel, dim, params, self._device,
+                                                            block_dim_for(self._device))  # fmt: skip
+        recorded.launch(dim, params, stream)
+
+    def _run_steps(self, name: str, key: tuple, build: Callable[[], list[tuple]]) -> None:
+        """Run a call's launches (``build()`` makes them), then (CUDA) copy the status word to pinned memory for the
+        next call to look at.
+
+        On CUDA, a call whose ``key`` (what the caller passes: row kind and count, argument addresses, flags) repeats
+        the previous call's is captured once into a CUDA graph, then replayed as one launch without building its
+        launches again: the reset loop passes the same buffers every time, only their contents change. Everything
+        else a launch reads belongs to the view and is replaced only on a bucket change, which drops the graphs with
+        the recorded launches.
+        """
+        if not self._device.is_cuda:
+            self._launch_steps(build())
+            return
+        if self._errors.is_capturing() or self._own_capture_stream() is None:
+            self._launch_steps([*build(), ("publish",)])
+            return
+        cached = self._launches.get(("graph", name))
+        if cached is None or cached[0] != key:
+            self._launches[("graph", name)] = [key, None]
+            self._launch_steps([*build(), ("publish",)])
+            return
+        if cached[1] is None:  # every operation names the capture stream: the device's current stream is not touched
+            stream = self._capture_stream
+            with wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
+                self._launch_steps([*build(), ("publish",)], stream)
+            cached[1] = capture.graph
+        wp.capture_launch(cached[1])
+
+    def _own_capture_stream(self) -> wp.Stream | None:
+        """The view's non-blocking capture stream (made on first use), or None where none can be made."""
+        if self._capture_stream is None and not self._no_capture_stream:
+            self._capture_stream = capture_stream(self._device)
+            self._no_capture_stream = self._capture_stream is None
+        return self._capture_stream
+
+    def _launch_steps(self, steps: list[tuple], stream: wp.Stream | None = None) -> None:
+        for step in steps:
+            if step[0] == "publish":
+                self._errors.publish(stream)
+            else:
+                self._launch_cmd(*step, stream=stream)

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: Apache-2.0
+"""How a :class:`~frameview.fabric.view.FabricFrameView` opens each access: its scoped selections brought up to date,
+their counts checked (a mismatch raises naming the lost prims), the fabric arrays rebuilt only if buckets changed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import warp as wp
+
+from .lifecycle import DEFERRED_TAGS
+from .stage import LOCAL_MATRIX, WORLD_MATRIX, FabricSelection
+
+__all__ = ["SelectionsMixin"]
+
+
+class SelectionsMixin:
+    """The access plumbing of :class:`~frameview.fabric.view.FabricFrameView`: selections, counts, fabric arrays."""
+
+    _fabric: Any
+    _sel: FabricSelection
+    _parent_sel: FabricSelection
+    _tag: str
+    _parent_tag: str
+    _parent_paths: tuple[str, ...]
+    _arrays: dict[str, Any]
+    _launches: dict[Any, Any]
+
+    if TYPE_CHECKING:
+
+        @property
+        def count(self) -> int: ...
+
+        @property
+        def prim_paths(self) -> tuple[str, ...]: ...
+
+    def _refresh(self, parents: bool, write: bool = False) -> None:
+        """Bring the selections up to date, check their counts, rebuild fabric arrays only if buckets changed.
+
+        ``write``: this access writes through the prims' columns (providers with read-only zero-copy columns then
+        expose writable staging columns, see ``FabricSelection.prepare_for_write``).
+        """
+        fabric = self._fabric
+        if not fabric.is_alive():
+            raise RuntimeError(f"{self!r}: its stage was released; create the view again on a live stage")
+        DEFERRED_TAGS.flush(fabric)
+        self._refresh_one(self._sel, self.count, "prims", (self._tag, WORLD_MATRIX, LOCAL_MATRIX), write)
+        if parents and self._parent_paths:
+            attrs = (self._parent_tag, WORLD_MATRIX, LOCAL_MATRIX)
+            self._refresh_one(self._parent_sel, len(self._parent_paths), "parents", attrs)
+
+    def _refresh_one(
+        self, sel: FabricSelection, expected: int, what: str, attrs: tuple[str, ...], write: bool = False
+    ) -> None:
+        prepare_for_write = getattr(sel, "prepare_for_write", None) if write else None
+        changed = prepare_for_write() if prepare_for_write is not None else sel.prepare_for_reuse()
+        if sel.count != expected:
+            sel.release()
+            lost = self._untagged(self.prim_paths if what == "prims" else self._parent_paths, attrs[0])
+            reason = getattr(self._fabric, "lost_reason", lambda _path: None)
+            named = [f"{path!r} ({reason(path) or 'removed, deactivated, re-parented or no longer xformable'})"
+                     for path in lost]  # fmt: skip
+            raise RuntimeError(
+                f"{self!r}: Fabric now holds {sel.count} of its {expected} tagged {what}; lost since the view was "
+                f"created: {', '.join(named) or 'unknown prims'}; recreate the view"
+            )
+        prefix = "" if what == "prims" else "parent:"
+        if changed or prefix + attrs[0] not in self._arrays:
+            for name in attrs:
+                self._arrays[prefix + name] = wp.fabricarray(sel, name)
+            self._launches.clear()
+
+    def _untagged(self, paths: Sequence[str], tag: str, limit: int = 3) -> list[str]:
+        """Up to ``limit`` of ``paths`` that no longer carry ``tag`` (error path only: one lookup per prim)."""
+        lost = []
+        for path in paths:
+            try:
+                tagged = tag in self._fabric.attribute_names(path)
+            except Exception:  # a prim gone from Fabric: any provider error means "not tagged"
+                tagged = False
+            if not tagged:
+                lost.append(path)
+                if len(lost) == limit:
+                    break
+        return lost
+
+    def _release_selections(self) -> None:
+        self._sel.release()
+        self._parent_sel.release()

@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The write path of a :class:`~frameview.fabric.view.FabricFrameView`: one call's launches (kernels in
+:mod:`frameview.fabric.view_kernels`), run through the view's launch plumbing, then the descendants' update."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import warp as wp
+
+from .._rows import ALL, INDEXED, MASK, DeviceErrors, Rows
+from ..host import to_numpy
+from .launching import address
+from .stage import LOCAL_MATRIX, WORLD_MATRIX
+from .view_kernels import (
+    STAGE_ALL,
+    STAGE_INDICES,
+    STAGE_MASK,
+    _commit_follow,
+    _solve_writes,
+    _stage_indices,
+    _stage_write,
+)
+
+__all__ = ["WritesMixin"]
+
+
+class WritesMixin:
+    """The write path of :class:`~frameview.fabric.view.FabricFrameView`: ``_write`` and the launches it runs."""
+
+    _device: wp.context.Device
+    _errors: DeviceErrors
+    _fabric: Any
+    _follow: Any
+    _sel: Any
+    _arrays: dict[str, Any]
+    _tag: str
+    _parent_tag: str
+    _parent_paths: tuple[str, ...]
+    _node_parent: wp.array
+    _nested: bool
+    _slots: wp.array
+    _parent_slots: wp.array
+    _req_row: wp.array
+    _req_all: wp.array
+    _new_local: wp.array
+    _new_world: wp.array
+    _written: wp.array
+    _no_vec3: wp.array
+    _no_quat: wp.array
+    _no_index: wp.array
+    _no_mask: wp.array
+
+    if TYPE_CHECKING:
+
+        @property
+        def count(self) -> int: ...
+
+        def _head(self, buf: wp.array, rows: int) -> wp.array: ...
+
+        def _status_error(self, call: str, rows: Rows | None) -> Callable[[int], Exception]: ...
+
+        def _refresh(self, parents: bool, write: bool = False) -> None: ...
+
+        def _release_selections(self) -> None: ...
+
+        def _run_steps(self, name: str, key: tuple, build: Callable[[], list[tuple]]) -> None: ...
+
+    def _write(
+        self,
+        rows: Rows,
+        *,
+        in_world: bool,
+        pos: wp.array | None = None,
+        quat: wp.array | None = None,
+        scale: wp.array | None = None,
+    ) -> None:
+        """Solve every written prim against its parent's world matrix after the write (nested prims included), then
+        commit all rows or none and bring the descendants' world matrices up to date. Device work only, except for
+        providers without a device hierarchy update (ovstage, usdrt)."""
+        with self._fabric.lock:
+            try:
+                self._refresh(parents=True, write=True)
+                plan = self._follow
+                if plan is not None:
+                    plan.refresh()  # host work only when the model's prims or buckets changed
+                key = (rows.kind, rows.count, in_world, address(rows.indices), address(rows.mask), address(pos),
+                       address(quat), address(scale), plan.stamp if plan is not None else None)  # fmt: skip
+                written = self._head(self._written, rows.count)
+                self._run_steps("write", key, lambda: self._write_steps(rows, in_world, pos, quat, scale, written))
+                if plan is None:  # providers that update the hierarchy on the host: settle, then hand the slots over
+                    call = "set_local_scales" if scale is not None else ("set_world" if in_world else "set_local")
+                    self._errors.settle(self._status_error(call, rows), now=True)
+                    slots = to_numpy(written)
+                    slots = slots[slots >= 0]
+                    if slots.size:
+                        self._fabric.propagate_world(self._sel, wp.array(slots, dtype=wp.int32, device=self._device))
+            finally:
+                self._release_selections()
+
+    def _write_steps(
+        self,
+        rows: Rows,
+        in_world: bool,
+        pos: wp.array | None,
+        quat: wp.array | None,
+        scale: wp.array | None,
+        written: wp.array,
+    ) -> list[tuple]:
+        """The launches of a write: stage (slot tables, request rows), [stage indices,] solve, commit + follow."""
+        status, count, n_parents = self._errors.status, self.count, len(self._parent_paths)
+        indexed = rows.kind == INDEXED
+        indices = rows.indices if indexed else self._no_index
+        mode = STAGE_INDICES if indexed else (STAGE_MASK if rows.kind == MASK else STAGE_ALL)
+        req_row = self._req_all if rows.kind == ALL else self._req_row
+        tags = self._arrays[self._tag]
+        parent = "parent:" if n_parents else ""
+        parent_tags = self._arrays["parent:" + self._parent_tag] if n_parents else tags
+        view_world, view_local = self._arrays[WORLD_MATRIX], self._arrays[LOCAL_MATRIX]
+        steps: list[tuple] = [("stage", _stage_write, max(count, n_parents), [
+            tags, parent_tags, count, n_parents, int(mode), rows.mask if rows.kind == MASK else self._no_mask,
+            self._slots, self._parent_slots, self._req_row,
+        ])]  # fmt: skip
+        stage_in_solve = indexed and not self._nested
+        if indexed and not stage_in_solve:
+            steps.append(("stage_indices", _stage_indices, rows.count, [indices, count, self._req_row, status]))
+        steps.append(("solve", _solve_writes, rows.count, [
+            view_local, self._slots, self._arrays[parent + WORLD_MATRIX], self._arrays[parent + LOCAL_MATRIX],
+            self._parent_slots, self._node_parent, count, indices, int(indexed), int(stage_in_solve), req_row,
+            int(in_world), int(pos is not None), self._no_vec3 if pos is None else pos,
+            int(quat is not None), self._no_quat if quat is None else quat,
+            int(scale is not None), self._no_vec3 if scale is None else scale,
+            self._new_local, self._new_world, status,
+        ]))  # fmt: skip
+        plan = self._follow
+        if plan is not None and plan.width > 0:
+            local_all, world_all = plan.columns()
+            follow = [plan.start, plan.nodes, plan.node_slot, plan.node_parent, plan.node_top, 1, local_all]
+            width = plan.width
+        else:
+            follow, world_all, width = [*(self._no_index,) * 5, 0, view_local], view_world, 1
+        steps.append(("commit", _commit_follow, (rows.count, width), [
+            self._new_local, self._new_world, self._slots, count, indices, int(indexed), req_row, status, *follow,
+            view_local, view_world, world_all, written,
+        ]))  # fmt: skip
+        return steps
