@@ -7,7 +7,7 @@ from typing import Any
 
 import warp as wp
 
-__all__ = ["SMALL_BLOCK", "RecordedLaunch", "block_dim_for"]
+__all__ = ["SMALL_BLOCK", "OffsetKeys", "RecordedLaunch", "block_dim_for"]
 
 
 class RecordedLaunch:
@@ -46,6 +46,33 @@ class RecordedLaunch:
             cmd.set_dim(dim)
             self._dim = dim
         cmd.launch(stream=stream)
+
+
+class OffsetKeys:
+    """Hashable keys of the rotation offsets reads take (camera conventions), for launch and graph caches: ``None``
+    for ``identity`` (no offset), else the offset's components, read once per offset object.
+
+    Args:
+        identity: The object callers pass for "no offset".
+    """
+
+    __slots__ = ("_identity", "_keys")
+
+    def __init__(self, identity: Any) -> None:
+        self._identity = identity
+        self._keys: dict[int, tuple[Any, tuple[float, ...]]] = {}
+
+    def __call__(self, offset: Any) -> tuple[float, ...] | None:
+        if offset is self._identity:
+            return None
+        cached = self._keys.get(id(offset))
+        if cached is None or cached[0] is not offset:
+            cached = self._keys[id(offset)] = (offset, tuple(offset))  # holds offset: its id stays its own
+        return cached[1]
+
+    def clear(self) -> None:
+        """Forget every offset (and release the objects held)."""
+        self._keys.clear()
 
 
 SMALL_BLOCK = 32

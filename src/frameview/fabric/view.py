@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from .._launch import OffsetKeys, destroy_stream
 from .._launch import RecordedLaunch as RecordedLaunch
 from .._launch import block_dim_for as block_dim_for
 from .._launch import capture_stream as capture_stream
-from .._launch import destroy_stream
 from .._rows import ALL, MASK, Rows
 from .._rows import INDEXED as INDEXED
 from ..base import BaseFrameView
@@ -160,7 +160,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._arrays: dict[str, Any] = {}
         self._launches: dict[Any, Any] = {}
-        self._offset_keys: dict[int, tuple[wp.quatf, tuple[float, ...]]] = {}
+        self._offset_key = OffsetKeys(_NO_OFFSET)
         self._capture_stream: wp.Stream | None = None
         self._no_capture_stream = False
 
@@ -252,15 +252,6 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                     ])  # fmt: skip
             finally:
                 self._release_selections()
-
-    def _offset_key(self, offset: wp.quatf) -> Any:
-        """A hashable key of a read's rotation offset (None for none); read once per offset object."""
-        if offset is _NO_OFFSET:
-            return None
-        cached = self._offset_keys.get(id(offset))
-        if cached is None or cached[0] is not offset:
-            cached = self._offset_keys[id(offset)] = (offset, tuple(offset))  # holds offset: its id stays its own
-        return cached[1]
 
     def _read_scales(self, attr: str, rows: Rows, scale_out: wp.array) -> None:
         with self._fabric.lock:

@@ -25,6 +25,7 @@ except ImportError as exc:  # newton and usd-core are the optional extra framevi
         name=exc.name,
     ) from exc
 
+from .._launch import OffsetKeys
 from .._rows import INDEXED, MASK, Rows
 from ..base import BaseFrameView
 from .frames import FrameStore, frame_store
@@ -141,7 +142,7 @@ class NewtonFrameView(BaseFrameView):
         self._no_bodies = wp.empty(0, dtype=wp.transformf, device=dev)
         self._launches = LaunchCache(dev, self._errors)
         self._checked_body_q: wp.array | None = None  # the last body_q that passed _body_q's checks
-        self._offset_keys: dict[int, tuple[wp.quatf, tuple[float, ...]]] = {}
+        self._offset_key = OffsetKeys(NO_OFFSET)
         self._mirror = MirrorRows(self.prim_paths, dev)
         self._current_state()  # check the state now: a wrong one fails here, not at the first read
         self._body_q()
@@ -235,15 +236,6 @@ class NewtonFrameView(BaseFrameView):
         kind = rows.kind
         where = address(rows.indices) if kind == INDEXED else address(rows.mask) if kind == MASK else None
         return (rows.count, where, self._store.local.ptr)
-
-    def _offset_key(self, offset: wp.quatf) -> Any:
-        """A hashable key of a read's rotation offset (None for none); read once per offset object."""
-        if offset is NO_OFFSET:
-            return None
-        cached = self._offset_keys.get(id(offset))
-        if cached is None or cached[0] is not offset:
-            cached = self._offset_keys[id(offset)] = (offset, tuple(offset))  # holds offset: its id stays its own
-        return cached[1]
 
     # ---------------------------------------------------------------- reads
 
@@ -349,6 +341,6 @@ class NewtonFrameView(BaseFrameView):
     def _release(self) -> None:
         self._launches.clear()
         self._checked_body_q = None
-        self._offset_keys.clear()
+        self._offset_key.clear()
         self._mirror.clear()
         self._state = None
