@@ -33,7 +33,7 @@ class LaunchingMixin:
     _capture_stream: wp.Stream | None
     _no_capture_stream: bool
 
-    def _launch_recorded(self, key: str, kernel: Any, dim: int, inputs: list, outputs: list) -> None:
+    def _launch_recorded(self, key: Any, kernel: Any, dim: int, inputs: list, outputs: list) -> None:
         """Full-view launches are recorded once per fabric-array rebuild and replayed (cheaper than ``wp.launch``).
 
         On CUDA, once the same recorded launch has been replayed with unchanged buckets, it is captured into a CUDA
@@ -74,7 +74,7 @@ class LaunchingMixin:
                                                             block_dim_for(self._device))  # fmt: skip
         recorded.launch(dim, params, stream)
 
-    def _run_steps(self, name: str, key: tuple, build: Callable[[], list[tuple]]) -> None:
+    def _run_steps(self, name: Any, key: tuple, build: Callable[[], list[tuple]]) -> None:
         """Run a call's launches (``build()`` makes them), then (CUDA) copy the status word to pinned memory for the
         next call to look at.
 

@@ -238,14 +238,14 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                 mats, tags = self._arrays[attr], self._arrays[self._tag]
                 key = (attr, self._offset_key(offset))
                 if rows.kind == ALL:
-                    self._launch_recorded(f"poses:{key}", _scatter_poses, self.count,
+                    self._launch_recorded(("poses", key), _scatter_poses, self.count,
                                           [tags, mats, self._no_mask, 0, offset], [pos_out, quat_out])  # fmt: skip
                 elif rows.kind == MASK:
                     self._launch_cmd(("masked", key), _scatter_poses, self.count,
                                      [tags, mats, rows.mask, 1, offset, pos_out, quat_out])  # fmt: skip
                 else:
                     where = (rows.count, _address(rows.indices), _address(pos_out), _address(quat_out))
-                    self._run_steps(f"gather:{key}", where, lambda: [
+                    self._run_steps(("gather", key), where, lambda: [
                         ("invert", invert_tag_column, self.count, [tags, self._slots]),
                         (("gather", key), _gather_poses, rows.count, [mats, self._slots, self.count, offset,
                          rows.indices, pos_out, quat_out, self._errors.status]),
