@@ -208,3 +208,56 @@ def test_captured_reset_replays_fresh_data(stage: Usd.Stage) -> None:
     finally:
         cams.close()
         robots.close()
+
+
+@pytest.mark.cuda
+def test_first_call_inside_a_capture_raises_and_a_later_capture_works(stage: Usd.Stage) -> None:
+    """A view's first call allocates (outputs, Fabric arrays, the descendant plan): inside a capture that memory would
+    belong to the graph, unusable before a replay, so the call raises, naming what to do. The process survives: the
+    same reset, called once outside, then captured, replays with the truth of the stage."""
+    if wp.get_cuda_device_count() == 0:
+        pytest.skip("no CUDA device")
+    device = "cuda:0"
+    robots = fv.FabricFrameView(ROBOTS, stage=stage, device=device)
+    cams = fv.FabricFrameView(CAMERAS, stage=stage, device=device)
+    try:
+        rng = np.random.default_rng(12)
+        new_pos, new_quat = rng.uniform(-1, 1, (N, 3)), random_quats(rng, N)
+        pos = wp.array(new_pos, dtype=wp.vec3f, device=device)
+        quat = wp.array(new_quat, dtype=wp.quatf, device=device)
+        ids = wp.array([0, 2, 5], dtype=wp.int32, device=device)
+        with pytest.raises(RuntimeError, match="inside a CUDA graph capture"):  # noqa: SIM117 - raise inside capture
+            with wp.ScopedCapture(device=device, force_module_load=False):
+                cams.get_world_poses(ids)
+        with pytest.raises(RuntimeError, match="inside a CUDA graph capture"):  # noqa: SIM117
+            with wp.ScopedCapture(device=device, force_module_load=False):
+                robots.set_world_poses(pos, quat)
+        robots.set_world_poses(pos, quat)
+        cams.get_world_poses(ids)
+        with wp.ScopedCapture(device=device, force_module_load=False) as capture:
+            robots.set_world_poses(pos, quat)
+            out_pos, out_quat = cams.get_world_poses(ids)
+        stage_pos, stage_quat = rng.uniform(-1, 1, (N, 3)), random_quats(rng, N)
+        pos.assign(stage_pos.astype(np.float32))
+        quat.assign(stage_quat.astype(np.float32))
+        wp.capture_launch(capture.graph)
+        wp.synchronize_device(device)
+        robots.check()
+        cams.check()
+        written_pos, written_quat = (a.astype(np.float32).astype(np.float64) for a in (stage_pos, stage_quat))
+        truth_pos, truth_quat = (a[[0, 2, 5]] for a in _cameras_after_write(stage, written_pos, written_quat))
+        np.testing.assert_allclose(out_pos.numpy(), truth_pos, atol=1e-4)
+        assert_quats_close(out_quat.numpy(), truth_quat, atol=1e-4)
+    finally:
+        cams.close()
+        robots.close()
+
+
+def _cameras_after_write(stage: Usd.Stage, pos: np.ndarray, quat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Camera world poses (float64) once the robots' world poses are ``pos`` / ``quat`` (their USD world scale kept):
+    the cameras' USD locals on the composed robot matrices."""
+    robot_world = xform_cache_world(stage, env_paths(N, "/Robot"))
+    cam_local = xform_cache_world(stage, env_paths(N, "/Robot/Camera")) @ np.linalg.inv(robot_world)
+    _t, _q, scale = decompose_all(robot_world)
+    t, q, _s = decompose_all(np.stack([cam_local[i] @ compose(pos[i], quat[i], scale[i]) for i in range(N)]))
+    return t, q

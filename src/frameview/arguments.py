@@ -213,9 +213,20 @@ class ArgumentsMixin:
             buffers = self._thread_buffers.buffers = {}
         buf = buffers.get(name)
         if buf is None or buf.shape[0] < rows:
+            self._outside_capture("its output buffers")
             buf = wp.empty(max(rows, self.count), dtype=dtype, device=self._device)
             buffers[name] = buf
         return self._head(buf, rows)
+
+    def _outside_capture(self, what: str) -> None:
+        """Raise if the device is capturing a CUDA graph: ``what`` is about to be allocated, and memory allocated in
+        a capture belongs to the graph (invalid until it is replayed, freed with it)."""
+        if self._device.is_cuda and self._errors.is_capturing():
+            raise RuntimeError(
+                f"{self!r}: {what} are made on first use (and again after the stage's layout changed), which cannot "
+                "happen inside a CUDA graph capture; call the view once outside the capture (the same call, e.g. "
+                "get_world_poses(indices)), then capture"
+            )
 
     def _head(self, buf: wp.array, rows: int) -> wp.array:
         """``buf[:rows]``, remembered: slicing a Warp array costs more host time than a small read's kernels."""

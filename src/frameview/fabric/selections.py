@@ -26,11 +26,15 @@ class SelectionsMixin:
     _parent_paths: tuple[str, ...]
     _arrays: dict[str, Any]
     _launches: dict[Any, Any]
+    _device: Any
+    _errors: Any
 
     if TYPE_CHECKING:
 
         @property
         def count(self) -> int: ...
+
+        def _outside_capture(self, what: str) -> None: ...
 
         @property
         def prim_paths(self) -> tuple[str, ...]: ...
@@ -67,6 +71,9 @@ class SelectionsMixin:
             )
         prefix = "" if what == "prims" else "parent:"
         if changed or prefix + attrs[0] not in self._arrays:
+            if self._device.is_cuda and self._errors.is_capturing():
+                sel.release()
+                self._outside_capture("its Fabric arrays")
             for name in attrs:
                 self._arrays[prefix + name] = wp.fabricarray(sel, name)
             self._launches.clear()

@@ -65,6 +65,8 @@ class WritesMixin:
 
         def _release_selections(self) -> None: ...
 
+        def _outside_capture(self, what: str) -> None: ...
+
         def _run_steps(self, name: str, key: tuple, build: Callable[[], list[tuple]]) -> None: ...
 
     def _write(
@@ -84,6 +86,8 @@ class WritesMixin:
                 self._refresh(parents=True, write=True)
                 plan = self._follow
                 if plan is not None:
+                    if getattr(plan, "stale", False):
+                        self._outside_capture("its descendant plan's arrays")
                     plan.refresh()  # host work only when the model's prims or buckets changed
                 key = (rows.kind, rows.count, in_world, address(rows.indices), address(rows.mask), address(pos),
                        address(quat), address(scale), plan.stamp if plan is not None else None)  # fmt: skip

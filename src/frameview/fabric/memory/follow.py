@@ -44,6 +44,12 @@ class FollowPlan:
         local, world, _offsets = self._model.xform_columns()
         return local, world
 
+    @property
+    def stale(self) -> bool:
+        """Whether :meth:`refresh` has host work to do (allocations: not inside a CUDA graph capture)."""
+        model = self._model
+        return self._structure != model.structure_version or self._layout != model.layout_version
+
     def refresh(self) -> None:
         """Rebuild after prims were added or removed; re-slot after the buckets changed (host work, O(plan))."""
         model = self._model
