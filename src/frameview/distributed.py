@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import warp as wp
 
+from ._launch import RecordedLaunch
+
 if TYPE_CHECKING:
     import torch
 
@@ -46,6 +48,34 @@ alive (the tensor holds it), so its address cannot be reused while cached."""
 
 _TORCH_STREAMS: dict[tuple[str, int], wp.Stream] = {}
 """Warp wrappers of torch's streams, by (device, stream handle): made once, not per call."""
+
+_SEND: dict[tuple[int, str], tuple[Any, wp.array]] = {}
+"""Send buffers of the CUDA path, by (rows, device): a torch tensor and its Warp view. Reused: the next call's pack
+runs on Warp's stream after that stream waited for torch's, which the collective ordered after itself."""
+
+_PACKS: dict[tuple, RecordedLaunch] = {}
+"""Recorded pack launches by (input addresses, count, send buffer, rows): a view's outputs are the same each call."""
+
+_GROUPS: dict[int, tuple[Any, int, int, str]] = {}
+"""``(group, world size, rank, backend)`` by ``id(group)`` (the default group's object for ``None``): asking
+``torch.distributed`` costs more host time than the pack. The entry holds the group, so its id stays its own."""
+
+
+@wp.kernel(enable_backward=False)
+def _pack_rows(
+    pos: wp.array(dtype=wp.vec3f), quat: wp.array(dtype=wp.quatf), count: int, send: wp.array2d(dtype=wp.float32)
+):
+    """``send[i] = (pos[i], quat[i])`` for ``i < count``, zeros below (padding to the largest rank's count)."""
+    i = wp.tid()
+    p = wp.vec3f(0.0, 0.0, 0.0)
+    q = wp.quatf(0.0, 0.0, 0.0, 0.0)
+    if i < count:
+        p = pos[i]
+        q = quat[i]
+    for c in range(3):
+        send[i, c] = p[c]
+    for c in range(4):
+        send[i, 3 + c] = q[c]
 
 
 class GatheredPoses(NamedTuple):
@@ -157,18 +187,22 @@ def all_gather_poses(
             "all_gather_poses: torch.distributed is not initialised; call torch.distributed.init_process_group "
             "first (e.g. under torchrun)"
         )
+    if hasattr(poses, "get_world_poses"):
+        poses = poses.get_world_poses()
     pos, quat, warp_device = _as_tensors(poses)
     device = pos.device
     m = int(pos.shape[0])
-    world, rank = dist.get_world_size(group), dist.get_rank(group)
-    comm = _comm_device(str(dist.get_backend(group)), device)
+    group, world, rank, backend = _group_facts(group)
+    comm = _comm_device(backend, device)
     counts = _exchange_counts(m, world, group, comm) if counts is None else _checked_counts(counts, m, world, rank)
-    receives = dst is None or dst == dist.get_rank()
+    receives = dst is None or dst == (rank if group is None else dist.get_rank())
     rows = max(counts)
     if rows == 0:
         empty = torch.empty((0, _WIDTH), dtype=torch.float32, device=device)
         return GatheredPoses(empty[:, :3], empty[:, 3:], counts) if receives else None
 
+    if dst is None and comm == device and device.type == "cuda" and _warp_pair(poses):
+        return _all_gather_cuda(poses[0], poses[1], counts, rows, group)
     send = _pack(pos, quat, rows, comm, warp_device)
 
     out = torch.empty((world * rows, _WIDTH), dtype=torch.float32, device=comm) if receives else None
@@ -178,11 +212,69 @@ def all_gather_poses(
         dist.gather(send, list(out.split(rows)) if out is not None else None, dst=dst, group=group)
     if out is None:
         return None
-    flat = out if min(counts) == rows else torch.cat([out[r * rows : r * rows + c] for r, c in enumerate(counts)])
-    positions, orientations = flat[:, :3].contiguous(), flat[:, 3:].contiguous()
+    positions, orientations = _unpacked(out, counts, rows)
     if comm != device:
         positions, orientations = positions.to(device), orientations.to(device)
     return GatheredPoses(positions, orientations, counts)
+
+
+def _group_facts(group: Any) -> tuple[Any, int, int, str]:
+    """``(group, world size, rank in it, backend)``, remembered per group object."""
+    _torch_module, dist = _torch()
+    key = group if group is not None else dist.group.WORLD
+    facts = _GROUPS.get(id(key))
+    if facts is None or facts[0] is not key:
+        if len(_GROUPS) >= 64:
+            _GROUPS.clear()
+        facts = _GROUPS[id(key)] = (key, dist.get_world_size(group), dist.get_rank(group),
+                                    str(dist.get_backend(group)).lower())  # fmt: skip
+    return group, facts[1], facts[2], facts[3]
+
+
+def _warp_pair(poses: Any) -> bool:
+    """Whether ``poses`` are a view's outputs: ``(M,) vec3f`` and ``(M,) quatf`` Warp arrays, contiguous."""
+    pos, quat = poses
+    return (isinstance(pos, wp.array) and isinstance(quat, wp.array) and pos.dtype == wp.vec3f
+            and quat.dtype == wp.quatf and pos.is_contiguous and quat.is_contiguous)  # fmt: skip
+
+
+def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], rows: int, group: Any) -> GatheredPoses:
+    """The NCCL path for a view's Warp outputs: one recorded Warp launch packs them into a reused send buffer on
+    Warp's stream, torch's stream waits for it, one collective and the unpack run on torch's stream, and Warp's
+    stream waits for torch's (the view's next call overwrites ``pos`` / ``quat``, the next gather the send buffer).
+    Without the waits where both libraries use one stream."""
+    torch, _dist = _torch()
+    device = pos.device
+    send_tensor, send = _remember(_SEND, (rows, str(device)), lambda: _send_buffer(rows, device))
+    warp_stream = wp.get_stream(device)
+    torch_stream = _torch_stream(device)
+    params = [pos, quat, pos.shape[0], send]
+    pack = _remember(_PACKS, (pos.ptr, quat.ptr, *params[2:3], send.ptr, rows),
+                     lambda: RecordedLaunch(_pack_rows, rows, params, device))  # fmt: skip
+    pack.launch(rows, params, warp_stream)
+    same = torch_stream.cuda_stream == warp_stream.cuda_stream
+    if not same:
+        torch_stream.wait_stream(warp_stream)
+    out = torch.empty((len(counts) * rows, _WIDTH), dtype=torch.float32, device=send_tensor.device)
+    _all_gather_single(out, send_tensor, group)
+    positions, orientations = _unpacked(out, counts, rows)  # torch ops on torch's stream, after the collective
+    if not same:
+        warp_stream.wait_stream(torch_stream)
+    return GatheredPoses(positions, orientations, counts)
+
+
+def _unpacked(out: torch.Tensor, counts: tuple[int, ...], rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Contiguous positions and orientations of the gathered ``out`` (world * rows, 7), padding rows dropped."""
+    torch, _dist = _torch()
+    flat = out if min(counts) == rows else torch.cat([out[r * rows : r * rows + c] for r, c in enumerate(counts)])
+    return flat[:, :3].contiguous(), flat[:, 3:].contiguous()
+
+
+def _send_buffer(rows: int, device: Any) -> tuple[Any, wp.array]:
+    """A (rows, 7) float32 torch tensor on ``device`` and its Warp view (the tensor owns the memory)."""
+    torch, _dist = _torch()
+    tensor = torch.empty((rows, _WIDTH), dtype=torch.float32, device=torch.device("cuda", device.ordinal))
+    return tensor, wp.from_torch(tensor)
 
 
 def _checked_counts(counts: Sequence[int], m: int, world: int, rank: int) -> tuple[int, ...]:
