@@ -58,10 +58,31 @@ def failed(status: wp.array(dtype=wp.int32)):
     return status[0] != _STATUS_OK
 
 
+_UNCOUNTED = wp.constant(0x7FFFFFFF)
+"""The call number of a failure published by a call captured in the caller's own graph (the host never counted)."""
+
+
 @wp.kernel(enable_backward=False)
-def _publish_status(status: wp.array(dtype=wp.int32), mirror: wp.array(dtype=wp.int32)):
-    """``mirror[0] = status[0]``: one thread stores the word into pinned host memory (a device alias of it)."""
-    mirror[0] = status[0]
+def _publish_status(
+    status: wp.array(dtype=wp.int32),
+    counted: int,
+    state: wp.array(dtype=wp.int32),
+    mirror: wp.array(dtype=wp.uint64),
+):
+    """One thread, at the end of a call that can fail: count the call (``state[0]``, unless ``counted`` is 0) and store
+    ``(calls << 32) | status`` into pinned host memory through its device address, in one 8-byte store. Once a
+    failure was published (``state[1]``) nothing changes until the host resets: the word keeps the failing call's
+    number, and later calls (which the sticky status turned into no-ops) are not counted."""
+    if state[1] != 0:
+        return
+    n = state[0] + counted
+    state[0] = n
+    word = status[0]
+    if word != _STATUS_OK:
+        state[1] = 1
+        if counted == 0:
+            n = _UNCOUNTED
+    mirror[0] = (wp.uint64(n) << wp.uint64(32)) | wp.uint64(word)
 
 
 @dataclass(frozen=True)
@@ -97,34 +118,43 @@ class DeviceErrors:
     """The status word of one view, and the errors it reports.
 
     The word is sticky: once a call recorded an error, the kernels of later calls neither write (a write's commit
-    checks the word) nor record another error, until the error is raised. On CUDA each call that can fail ends with a
-    copy of the word into pinned host memory (part of the call's CUDA graph where it has one) and an event; the
-    next call of the view looks at the copy once that event has completed, without waiting for it.
+    checks the word) nor record another error, until the error is raised. On CUDA each call that can fail ends with
+    :meth:`publish`: a one-thread kernel (part of the call's CUDA graph where it has one) counts the call on the
+    device and stores ``(calls, word)`` in one 8-byte store into pinned host memory, through its device address
+    (unified addressing). The host counts the same calls (:meth:`executed`) and keeps each call's error factory under
+    its number, so the view's next call reads the pinned word (no driver call, no event): the calls it counts are
+    done and clean, or the word names the failing call and its row and code. Calls captured in the caller's own graph
+    publish uncounted; their failure is reported by :meth:`check` (or the next call) without a call to name.
 
-    The copy is a one-thread kernel that stores the word through the device address of the pinned memory (unified
-    addressing): in a CUDA graph a device-to-host memcpy node after a kernel cost ~9 us of GPU time on an H200, the
-    kernel ~1 us (``perf/RESULTS.md``). Devices without unified addressing fall back to the memcpy.
+    Why a kernel and no event: on an H200 a device-to-host memcpy node after a kernel cost ~9 us of GPU time per call,
+    the kernel ~1 us, and recording plus querying an event ~3 us of host time per call (``perf/RESULTS.md``).
+    A device without unified addressing (none that Warp runs on 64-bit hosts) reports every error at once, like the
+    CPU.
 
     Args:
         device: The view's Warp device.
+        deferred: Report device errors at a later call through the published word; default: on CUDA devices with
+            unified addressing. (Tests run the protocol on the CPU, where launches are synchronous.)
     """
 
     _MAX_PENDING = 64
 
-    def __init__(self, device: wp.context.Device) -> None:
+    def __init__(self, device: wp.context.Device, deferred: bool | None = None) -> None:
         self._device = device
         self._capturing: bool | None = None
         self.status = wp.full(1, STATUS_OK, dtype=wp.int32, device=device)
-        self._pending: list[Callable[[int], Exception]] = []  # error factories of the calls not yet known clean
-        if device.is_cuda:
-            self.published = wp.full(1, STATUS_OK, dtype=wp.int32, device="cpu", pinned=True)
+        self._pending: dict[int, Callable[[int], Exception]] = {}  # call number -> error factory, not yet known clean
+        self._calls = 0  # publishing calls executed (counted), as the device counts them
+        self.deferred = (device.is_cuda and device.is_uva) if deferred is None else deferred
+        if self.deferred:
+            pinned = device.is_cuda
+            self.published = wp.full(1, STATUS_OK, dtype=wp.uint64, device="cpu", pinned=pinned)
             self._host = to_numpy(self.published)
-            self._event = wp.Event(device)
-            self._publish_cmd: RecordedLaunch | None = None
-            if device.is_uva:  # the pinned word seen from the device: its host address is valid there
-                mirror = wp.array(ptr=self.published.ptr, dtype=wp.int32, shape=(1,), device=device)
-                self._publish_params = [self.status, mirror]
-                self._publish_cmd = RecordedLaunch(_publish_status, 1, self._publish_params, device)
+            self._state = wp.zeros(2, dtype=wp.int32, device=device)  # calls counted, a failure published
+            mirror = wp.array(ptr=self.published.ptr, dtype=wp.uint64, shape=(1,), device=device)
+            self._params = [self.status, 1, self._state, mirror]
+            self._uncounted = [self.status, 0, self._state, mirror]
+            self._publish_cmd = RecordedLaunch(_publish_status, 1, self._params, device)
 
     def is_capturing(self) -> bool:
         """Whether the device is capturing a graph, asked once per public call (the view's lock wrapper calls
@@ -137,12 +167,22 @@ class DeviceErrors:
         """Ask the device again at the next :meth:`is_capturing`."""
         self._capturing = None
 
-    def publish(self, stream: wp.Stream | None = None) -> None:
-        """Copy the word to pinned host memory on ``stream`` (default: the device's current stream)."""
-        if self._publish_cmd is not None:
-            self._publish_cmd.launch(1, self._publish_params, stream)
-        else:
-            wp.copy(self.published, self.status, stream=stream)
+    def publish(self, stream: wp.Stream | None = None, *, in_graph: bool = False) -> None:
+        """End a call that can fail (CUDA): launch the publish kernel on ``stream`` (default: the device's current
+        stream), and count the call unless it runs later: ``in_graph`` (the view's own graph, whose every replay
+        calls :meth:`executed`) or inside the caller's capture (published uncounted)."""
+        if not self.deferred:
+            return
+        if self.is_capturing():
+            self._publish_cmd.launch(1, self._uncounted, stream)
+            return
+        self._publish_cmd.launch(1, self._params, stream)
+        if not in_graph:
+            self._calls += 1
+
+    def executed(self) -> None:
+        """One more publishing call ran: a replay of the view's own graph that ends with :meth:`publish`."""
+        self._calls += 1
 
     def settle(self, make_error: Callable[[int], Exception], *, now: bool, published: bool = False) -> None:
         """After a call's launches: raise its error now (CPU, host inputs, or ``now``), or queue the check.
@@ -150,9 +190,9 @@ class DeviceErrors:
         Args:
             make_error: Builds the exception from the status word (called on the error path only).
             now: Report before returning even on CUDA (a host sync; used when the inputs came from the host).
-            published: The call's launches already copied the word to :attr:`published` (its graph did).
+            published: The call's launches ended with :meth:`publish` (counted there or by :meth:`executed`).
         """
-        if self._device.is_cpu or now:
+        if not self.deferred or now:
             if self._pending:  # an earlier call's error is reported as that call's, not this one's
                 self.poll(wait=True)
             value = int(to_numpy(self.status)[0])
@@ -162,42 +202,67 @@ class DeviceErrors:
             return
         if self.is_capturing():
             return  # inside the caller's graph capture: check() reports (the status word is part of the graph)
-        if len(self._pending) >= self._MAX_PENDING:
-            self.poll(wait=True)
         if not published:
             self.publish()
-        wp.get_stream(self._device).record_event(self._event)
-        self._pending.append(make_error)
+        self._pending[self._calls] = make_error
+        if len(self._pending) >= self._MAX_PENDING:
+            self.poll()
+            if len(self._pending) >= self._MAX_PENDING:
+                self.poll(wait=True)
 
     def poll(self, *, wait: bool = False) -> None:
-        """Raise the error of the queued calls if the GPU has finished them (wait for it when ``wait``)."""
-        if not self._pending or self.is_capturing():  # events cannot be queried while capturing
+        """Raise the error of a queued call the GPU finished (with ``wait``, of every queued call); forget the queued
+        calls it finished clean."""
+        if not self._pending or self.is_capturing():  # no stream wait while capturing
             return
         if wait:
-            wp.synchronize_event(self._event)
-        elif not self._event.is_complete:
+            self._drain()
+        word = int(self._host[0])
+        value, done = word & 0xFFFFFFFF, word >> 32
+        if value == STATUS_OK:
+            if wait or done >= self._calls:
+                self._pending.clear()
+            else:
+                for call in [call for call in self._pending if call <= done]:
+                    del self._pending[call]
             return
-        value = int(self._host[0])
-        first = self._pending[0]
-        self._pending.clear()
-        if value != STATUS_OK:
-            self._reset()
-            raise first(value)
+        if not wait:
+            self._drain()  # the calls queued after the failing one finish (as no-ops) before the word is reset
+        make_error = self._pending.get(done)
+        self._reset()
+        raise (make_error or _uncounted_error)(value)
 
     def check(self, make_error: Callable[[int], Exception]) -> None:
         """Synchronise and raise any error recorded so far (queued calls first, then the status word itself)."""
-        if self._device.is_cuda:
+        if self.deferred:
             self.poll(wait=True)
         value = int(to_numpy(self.status)[0])
         if value != STATUS_OK:
             self._reset()
             raise make_error(value)
 
+    def _drain(self) -> None:
+        """Wait for the work queued on the device's current stream (error paths and :meth:`check` only)."""
+        if self._device.is_cuda:
+            wp.synchronize_stream(wp.get_stream(self._device))
+
     def _reset(self) -> None:
         self._pending.clear()
         self.status.fill_(STATUS_OK)
-        if self._device.is_cuda:
-            self._host[0] = STATUS_OK
+        if self.deferred:
+            self._drain()
+            self._calls = int(to_numpy(self._state)[0])  # the device stopped counting at the failing call
+            self._state.assign(np.array([self._calls, 0], dtype=np.int32))
+            self._host[0] = (self._calls << 32) | STATUS_OK
+
+
+def _uncounted_error(value: int) -> Exception:
+    """The error of a call that no factory names: one captured in the caller's own CUDA graph."""
+    row, code = split_status(value)
+    return RuntimeError(
+        f"a call of this view captured in a CUDA graph failed (row {row}, error code {code}); nothing was written by "
+        "it or by the calls after it until this error; call view.check() after replaying a graph to find out sooner"
+    )
 
 
 def split_status(value: int) -> tuple[int, int]:

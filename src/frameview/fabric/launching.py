@@ -75,8 +75,8 @@ class LaunchingMixin:
         recorded.launch(dim, params, stream)
 
     def _run_steps(self, name: Any, key: tuple, build: Callable[[], list[tuple]]) -> None:
-        """Run a call's launches (``build()`` makes them), then (CUDA) copy the status word to pinned memory for the
-        next call to look at.
+        """Run a call's launches (``build()`` makes them), then (CUDA) publish the status word for the next call to
+        look at (:meth:`DeviceErrors.publish`).
 
         On CUDA, a call whose ``key`` (what the caller passes: row kind and count, argument addresses, flags) repeats
         the previous call's is captured once into a CUDA graph, then replayed as one launch without building its
@@ -98,9 +98,10 @@ class LaunchingMixin:
         if cached[1] is None:  # every operation names the capture stream: the device's current stream is not touched
             stream = self._capture_stream
             with wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
-                self._launch_steps([*build(), ("publish",)], stream)
+                self._launch_steps([*build(), ("publish",)], stream, in_graph=True)
             cached[1] = capture.graph
         wp.capture_launch(cached[1])
+        self._errors.executed()
 
     def _own_capture_stream(self) -> wp.Stream | None:
         """The view's non-blocking capture stream (made on first use), or None where none can be made."""
@@ -109,9 +110,9 @@ class LaunchingMixin:
             self._no_capture_stream = self._capture_stream is None
         return self._capture_stream
 
-    def _launch_steps(self, steps: list[tuple], stream: wp.Stream | None = None) -> None:
+    def _launch_steps(self, steps: list[tuple], stream: wp.Stream | None = None, in_graph: bool = False) -> None:
         for step in steps:
             if step[0] == "publish":
-                self._errors.publish(stream)
+                self._errors.publish(stream, in_graph=in_graph)
             else:
                 self._launch_cmd(*step, stream=stream)

@@ -96,10 +96,12 @@ class LaunchCache:
             self._publish(publish, None)
             return
         graphs.move_to_end(key)
-        graph = graphs[key]
-        if graph is None:  # seen again: capture once
-            graph = graphs[key] = self._capture(name, build(), publish)
-        self._replay(graph)
+        entry = graphs[key]
+        if entry is None:  # seen again: capture once
+            entry = graphs[key] = (self._capture(name, build(), publish), publish)
+        self._replay(entry[0])
+        if entry[1] and self._device.is_cuda:
+            self._errors.executed()  # the replayed graph ends with the publish kernel
 
     def _graphs_enabled(self) -> bool:
         """Whether calls are captured and replayed: CUDA, outside the caller's own capture, with a capture stream."""
@@ -116,17 +118,17 @@ class LaunchCache:
         stream = self._stream
         with _CAPTURE_LOCK, wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
             self._launch(name, steps, stream)
-            self._publish(publish, stream)
+            self._publish(publish, stream, in_graph=True)
         return capture.graph
 
     def _replay(self, graph: Any) -> None:
         """Launch a captured graph on the device's current stream."""
         wp.capture_launch(graph)
 
-    def _publish(self, publish: bool, stream: wp.Stream | None) -> None:
-        """CUDA: the status word's copy to pinned memory, for the view's check (there is none on the CPU)."""
+    def _publish(self, publish: bool, stream: wp.Stream | None, in_graph: bool = False) -> None:
+        """CUDA: publish the status word to pinned memory, for the view's check (nothing to do on the CPU)."""
         if publish and self._device.is_cuda:
-            self._errors.publish(stream)
+            self._errors.publish(stream, in_graph=in_graph)
 
     def _launch(self, name: Hashable, steps: list[Step], stream: wp.Stream | None) -> None:
         for j, (kernel, dim, params) in enumerate(steps):
