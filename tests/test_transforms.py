@@ -23,8 +23,10 @@ from frameview.kernels.transforms import (
     WRITE_OK,
     WRITE_SHEAR,
     WRITE_SINGULAR_PARENT,
+    axis_scale,
     compose_matrix,
     decompose_matrices,
+    local_point,
     solve_local,
 )
 
@@ -62,6 +64,7 @@ def solve_many(
     m, status = solve_local(local[i], parent_world[i], in_world, flags[0], t[i], flags[1], q[i], flags[2], s[i])
     local_out[i] = m
     status_out[i] = status
+
 
 # ---------------------------------------------------------------- kernel runners
 
@@ -336,3 +339,50 @@ def test_child_world_pose_under_right_angle_parent_with_nonuniform_scale(device:
     np.testing.assert_allclose(pos[0], [8.0, 0.0, 0.0], atol=1e-6)
     assert_quats_close(quat, [[0.0, 0.0, h, h]])
     np.testing.assert_allclose(scale[0], [1.0, 2.0, 3.0], atol=1e-6)
+
+
+@wp.kernel
+def local_points_and_scales(
+    # inputs
+    points: wp.array(dtype=wp.vec3d),
+    mats: wp.array(dtype=wp.mat44d),
+    # outputs
+    local_out: wp.array(dtype=wp.vec3d),
+    scale_out: wp.array(dtype=wp.vec3d),
+):
+    i = wp.tid()
+    local_out[i] = local_point(points[i], mats[i])
+    scale_out[i] = axis_scale(mats[i])
+
+
+def test_local_point_inverts_affine_and_projective_matrices(device: str) -> None:
+    """``local_point(p, m) @ m == p`` against NumPy's float64 inverse: affine matrices (the adjugate path: rotations,
+    mirrors, non-uniform scales, shear) and matrices with a projective column (the general inverse); ``axis_scale``
+    is the scale ``decompose_matrix`` reports, bit for bit."""
+    rng = np.random.default_rng(21)
+    n = 64
+    mats = np.stack([compose(rng.uniform(-5, 5, 3), q, rng.uniform(0.2, 3.0, 3)) for q in random_quats(rng, n)])
+    mats[::4, 0, 0] *= -1.0  # mirrors
+    mats[1::4, 1, :3] += 0.4 * mats[1::4, 0, :3]  # shear
+    mats[2::4, :3, 3] = rng.uniform(-0.1, 0.1, (len(mats[2::4]), 3))  # projective column
+    mats[3::8, 3, 3] = 2.0
+    points = rng.uniform(-10, 10, (n, 3))
+    out = wp.zeros(n, dtype=wp.vec3d, device=device)
+    scale = wp.zeros(n, dtype=wp.vec3d, device=device)
+    wp.launch(local_points_and_scales, dim=n, inputs=[wp.array(points, dtype=wp.vec3d, device=device),
+              wp.array(mats, dtype=wp.mat44d, device=device)], outputs=[out, scale], device=device)  # fmt: skip
+    truth = np.einsum("ni,nij->nj", np.c_[points, np.ones(n)], np.linalg.inv(mats))
+    truth = truth[:, :3] / truth[:, 3:]
+    affine = np.all(mats[:, :, 3] == [0.0, 0.0, 0.0, 1.0], axis=1)
+    assert affine.sum() >= n // 2 and (~affine).sum() >= n // 8
+    np.testing.assert_allclose(out.numpy()[affine], truth[affine], rtol=1e-10, atol=1e-10)
+    # projective rows: the library maps p through inverse(m) as a row-vector affine point (no division by w), as
+    # before; the truth here applies the same convention
+    general = np.einsum("ni,nij->nj", np.c_[points, np.ones(n)], np.linalg.inv(mats))[:, :3]
+    np.testing.assert_allclose(out.numpy()[~affine], general[~affine], rtol=1e-9, atol=1e-9)
+    pos = wp.zeros(n, dtype=wp.vec3f, device=device)
+    quat = wp.zeros(n, dtype=wp.quatf, device=device)
+    dec_scale = wp.zeros(n, dtype=wp.vec3f, device=device)
+    wp.launch(decompose_matrices, dim=n, inputs=[wp.array(mats, dtype=wp.mat44d, device=device)],
+              outputs=[pos, quat, dec_scale], device=device)  # fmt: skip
+    np.testing.assert_array_equal(scale.numpy().astype(np.float32), dec_scale.numpy())

@@ -298,9 +298,11 @@ def _commit_follow(
     world_out: wp.fabricarray(dtype=wp.mat44d),
     written_slots_out: wp.array(dtype=wp.int32),
 ):
-    """Thread ``(k, 0)`` copies row ``k``'s solved matrices into Fabric; with ``follow``, thread ``(k, j)`` gives the
-    ``j``-th descendant of that prim (a follow plan: ``start``/``nodes`` per view index, the nodes' slots, parents
-    and top slots) ``local @ ... @ top world``. Nothing is written if any row of the call failed.
+    """Thread ``(k, 0)`` copies row ``k``'s solved matrices into Fabric; with ``follow``, thread ``(k, j + 1)`` gives
+    the ``j``-th descendant of that prim (a follow plan: ``start``/``nodes`` per view index, the nodes' slots, parents
+    and top slots) ``local @ ... @ top world``, in parallel with the copy (the launch is ``(rows, widest + 1)``: the
+    threads' chains of dependent loads, not their arithmetic, set its time). Nothing is written if any row of the
+    call failed.
 
     A descendant's walk up the plan composes local matrices until it meets a written view prim, whose solved world
     matrix (the scratch, not Fabric) ends it, or the top, whose world matrix the write cannot move: no thread reads
@@ -324,12 +326,13 @@ def _commit_follow(
         view_local_out[s] = local_new[i]
         view_world_out[s] = world_new[i]
         written_slots_out[k] = s
+        return
     if follow == 0:
         return
     first = start[i]
-    if j >= start[i + 1] - first:
+    if j > start[i + 1] - first:
         return
-    d = nodes[first + j]
+    d = nodes[first + j - 1]
     if d < count:  # noqa: SIM102 - Warp kernels: plain branches
         if req_row[d] >= 0:
             return

@@ -141,7 +141,7 @@ class WritesMixin:
         if plan is not None and plan.width > 0:
             local_all, world_all = plan.columns()
             follow = [plan.start, plan.nodes, plan.node_slot, plan.node_parent, plan.node_top, 1, local_all]
-            width = plan.width
+            width = plan.width + 1  # thread 0 of a row commits it, thread j + 1 its j-th descendant
         else:
             follow, world_all, width = [*(self._no_index,) * 5, 0, view_local], view_world, 1
         steps.append(("commit", _commit_follow, (rows.count, width), [

@@ -173,6 +173,37 @@ def with_translation(m: wp.mat44d, t: wp.vec3d):
 
 
 @wp.func
+def axis_scale(m: wp.mat44d):
+    """The per-axis scale of a row-vector matrix exactly as :func:`decompose_matrix` reports it (the axis lengths,
+    negative on x for a mirror), without its rotation."""
+    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
+    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
+    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
+    sx = wp.length(r0)
+    if wp.dot(wp.cross(r0, r1), r2) < wp.float64(0.0):
+        sx = -sx
+    return wp.vec3d(sx, wp.length(r1), wp.length(r2))
+
+
+@wp.func
+def local_point(p: wp.vec3d, m: wp.mat44d):
+    """The point ``x`` with ``x @ m = p`` (row vectors): ``p @ inverse(m)``. For an affine ``m`` (last column
+    ``0 0 0 1``, what Fabric holds) ``(p - translation) @ inverse(upper 3x3)`` through its adjugate, a fraction of
+    a general 4x4 inverse's float64 work; any other matrix takes the general inverse."""
+    if m[0, 3] != wp.float64(0.0) or m[1, 3] != wp.float64(0.0) or m[2, 3] != wp.float64(0.0):
+        return transform_point(p, wp.inverse(m))
+    if m[3, 3] != wp.float64(1.0):
+        return transform_point(p, wp.inverse(m))
+    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
+    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
+    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
+    c0 = wp.cross(r1, r2)
+    v = p - wp.vec3d(m[3, 0], m[3, 1], m[3, 2])
+    inv_det = wp.float64(1.0) / wp.dot(r0, c0)
+    return wp.vec3d(wp.dot(v, c0), wp.dot(v, wp.cross(r2, r0)), wp.dot(v, wp.cross(r0, r1))) * inv_det
+
+
+@wp.func
 def transform_point(p: wp.vec3d, m: wp.mat44d):
     """Row-vector point transform ``p @ m``."""
     return wp.vec3d(
@@ -218,7 +249,12 @@ def solve_local(
     if set_q != 0 or set_s != 0:
         if shear_error(local) > wp.float64(SHEAR_TOLERANCE):
             return out, WRITE_SHEAR
-        rows, scale = rotation_rows(local)
+        rows = wp.mat33d()
+        scale = wp.vec3d()
+        if set_q != 0:  # the local rotation is replaced: only the kept scale is needed
+            scale = axis_scale(local)
+        else:
+            rows, scale = rotation_rows(local)
         m = wp.mat33d()
         e = wp.float64(1.0)
         if in_world != 0:
@@ -238,10 +274,10 @@ def solve_local(
                 scale = wp.vec3d(s[0] / ps[0], s[1] / ps[1], s[2] / ps[2])
         out = with_upper(local, scale, rows)
     if set_t != 0:
+        lt = t
         if in_world != 0:
-            out = with_translation(out, transform_point(t, wp.inverse(parent_world)))
-        else:
-            out = with_translation(out, t)
+            lt = local_point(t, parent_world)
+        out = with_translation(out, lt)
     for a in range(4):
         for b in range(4):
             if not wp.isfinite(out[a, b]):
