@@ -24,7 +24,7 @@ import numpy as np
 import warp as wp
 
 from ._launch import RecordedLaunch
-from .host import to_numpy
+from .host import CAPTURE_LOCK, to_numpy
 
 ALL, INDEXED, MASK = 0, 1, 2
 
@@ -157,10 +157,12 @@ class DeviceErrors:
             self._publish_cmd = RecordedLaunch(_publish_status, 1, self._params, device)
 
     def is_capturing(self) -> bool:
-        """Whether the device is capturing a graph, asked once per public call (the view's lock wrapper calls
-        :meth:`forget_capturing` on entry and exit): Warp asks the driver each time."""
+        """Whether the device's current stream (where the call launches) is capturing a graph, asked once per public
+        call (the view's lock wrapper calls :meth:`forget_capturing` on entry and exit): Warp asks the driver each
+        time. Not ``device.is_capturing``, which is also true while a view on another thread captures its own graph
+        on its own stream."""
         if self._capturing is None:
-            self._capturing = self._device.is_capturing
+            self._capturing = self._device.is_cuda and wp.get_stream(self._device).is_capturing
         return self._capturing
 
     def forget_capturing(self) -> None:
@@ -244,7 +246,8 @@ class DeviceErrors:
     def _drain(self) -> None:
         """Wait for the work queued on the device's current stream (error paths and :meth:`check` only)."""
         if self._device.is_cuda:
-            wp.synchronize_stream(wp.get_stream(self._device))
+            with CAPTURE_LOCK:
+                wp.synchronize_stream(wp.get_stream(self._device))
 
     def _reset(self) -> None:
         self._pending.clear()

@@ -17,7 +17,7 @@ import numpy as np
 import warp as wp
 
 from ._rows import CODE_ZERO_QUATERNION, INDEXED, MASK, DeviceErrors, Rows, is_torch_tensor, split_status
-from .host import to_numpy
+from .host import CAPTURE_LOCK, to_numpy
 from .kernels.arguments import check_values, narrow_indices, narrow_indices_u32
 
 __all__ = ["ArgumentsMixin", "ArrayLike", "IndicesLike", "MaskLike"]
@@ -343,7 +343,8 @@ def _wait_for_producer(array: wp.array) -> None:
     stream, Warp's or torch's, wrote it). A host wait, on the cross-device path only: pass inputs on the view's own
     device to keep the reset path free of host round trips."""
     if array.device.is_cuda:
-        wp.synchronize_device(array.device)
+        with CAPTURE_LOCK:  # Warp refuses the wait while any view of the device captures
+            wp.synchronize_device(array.device)
 
 
 def _torch_float32_rows(value: Any, name: str, width: int, expected: str) -> tuple[wp.array, bool]:

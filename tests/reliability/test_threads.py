@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 from helpers import build_env_stage
 
 import frameview as fv
@@ -165,3 +166,53 @@ def test_two_fabric_views_of_one_stage_on_two_threads(device: str) -> None:
 
     errors = _run_threads([drive(evens, 1), drive(odds, 2)])
     assert not errors, errors[0]
+
+
+@pytest.mark.cuda
+def test_waits_on_other_threads_take_turns_with_a_views_own_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warp refuses to synchronise a device while any Warp capture is active on it, from any thread. A view captures
+    its own graphs (its second identical call): a host copy (``fv.to_numpy``) or a host-input write on another thread
+    meanwhile must wait for the capture to end, not raise."""
+    import warp as wp
+
+    import frameview.fabric.launching as launching
+
+    if wp.get_cuda_device_count() == 0:
+        pytest.skip("no CUDA device")
+    device = "cuda:0"
+    stage = build_env_stage(M, seed=45, robot_scale="uniform")
+    capturing, tried = threading.Event(), threading.Event()
+    real = wp.ScopedCapture
+
+    class SlowCapture(real):  # the capture stays open until the other thread has started its wait
+        def __enter__(self):
+            out = super().__enter__()
+            capturing.set()
+            tried.wait(5.0)
+            time.sleep(0.05)
+            return out
+
+    monkeypatch.setattr(launching.wp, "ScopedCapture", SlowCapture)
+    with fv.FabricFrameView(ROBOTS, stage=stage, device=device) as view, fv.FabricFrameView(
+        ROBOTS, stage=stage, device=device
+    ) as other:  # fmt: skip
+        ids = wp.array(np.arange(0, M, 2, dtype=np.int32), dtype=wp.int32, device=device)
+        values = np.random.default_rng(3).uniform(-1, 1, (M, 3))
+        view.get_world_poses(ids)  # first sighting: plain launches; the second call captures
+        errors: list[BaseException] = []
+
+        def other_thread() -> None:
+            try:
+                capturing.wait(5.0)
+                tried.set()
+                fv.to_numpy(other.get_world_poses()[0])
+                other.set_world_poses(values, None)  # host inputs: the error check waits on the host
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        view.get_world_poses(ids)  # captures (slowly) on this thread
+        thread.join(10.0)
+        assert capturing.is_set() and not errors, errors
+        np.testing.assert_allclose(fv.to_numpy(view.get_world_poses()[0]), values, atol=1e-5)

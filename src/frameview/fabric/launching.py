@@ -15,6 +15,7 @@ import warp as wp
 
 from .._launch import RecordedLaunch, block_dim_for, capture_stream
 from .._rows import DeviceErrors
+from ..host import CAPTURE_LOCK
 
 __all__ = ["LaunchingMixin", "address"]
 
@@ -57,7 +58,8 @@ class LaunchingMixin:
         if self._device.is_cuda and replays >= 1 and self._own_capture_stream() is not None:
             # capture on the view's own (non-blocking) stream: work other threads put on the device meanwhile is
             # neither captured nor disturbed; the graph is replayed on the caller's current stream
-            with wp.ScopedCapture(device=self._device, stream=self._capture_stream, force_module_load=False) as capture:
+            with CAPTURE_LOCK, wp.ScopedCapture(device=self._device, stream=self._capture_stream,
+                                                force_module_load=False) as capture:  # fmt: skip
                 cmd.launch(stream=self._capture_stream)
             entry[2] = capture.graph
             wp.capture_launch(capture.graph)
@@ -97,8 +99,9 @@ class LaunchingMixin:
             return
         if cached[1] is None:  # every operation names the capture stream: the device's current stream is not touched
             stream = self._capture_stream
-            with wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
-                self._launch_steps([*build(), ("publish",)], stream, in_graph=True)
+            steps = [*build(), ("publish",)]
+            with CAPTURE_LOCK, wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
+                self._launch_steps(steps, stream, in_graph=True)
             cached[1] = capture.graph
         wp.capture_launch(cached[1])
         self._errors.executed()

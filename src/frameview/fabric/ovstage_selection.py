@@ -16,7 +16,7 @@ import numpy as np
 import warp as wp
 from ovstage import Filter, FilterOp, Predicate
 
-from ..host import to_numpy
+from ..host import CAPTURE_LOCK, to_numpy
 from .ovstage_core import LATEST, StageCore, group_values, index_map
 from .stage import COLUMN_TYPES, WORLD_MATRIX, column_type
 
@@ -252,7 +252,8 @@ class OvstageSelection:
         if staging is None or staging.shape[0] < n or staging.dtype != col.dtype:
             staging = self._host[name] = wp.empty(n, dtype=col.dtype, device="cpu", pinned=True)
         elif self._copied is not None:
-            wp.synchronize_event(self._copied)  # the previous upload may still read the pinned buffer
+            with CAPTURE_LOCK:  # the previous upload may still read the pinned buffer
+                wp.synchronize_event(self._copied)
         return staging
 
     def _gather(self, name: str, groups: list[Any]) -> str:

@@ -29,6 +29,7 @@ from .._launch import capture_stream as capture_stream
 from .._rows import ALL, MASK, Rows
 from .._rows import INDEXED as INDEXED
 from ..base import BaseFrameView
+from ..host import CAPTURE_LOCK
 from ..host import to_numpy as to_numpy
 from ..kernels.slots import invert_tag_column
 from .launching import LaunchingMixin
@@ -332,7 +333,8 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         self._launches.clear()
         self._arrays.clear()
         if self._capture_stream is not None:
-            wp.synchronize_stream(self._capture_stream)
+            with CAPTURE_LOCK:  # Warp refuses the wait while any view of the device captures
+                wp.synchronize_stream(self._capture_stream)
             destroy_stream(self._capture_stream)
             self._capture_stream = None
         fabric = self._fabric

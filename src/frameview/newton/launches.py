@@ -10,7 +10,6 @@ for the key it was captured with, so it never holds a stale ``body_q`` pointer.
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -19,6 +18,7 @@ import warp as wp
 
 from .._launch import RecordedLaunch, block_dim_for, capture_stream
 from .._rows import DeviceErrors
+from ..host import CAPTURE_LOCK
 
 __all__ = ["LaunchCache", "address"]
 
@@ -27,8 +27,9 @@ Step = tuple[Any, Any, list]
 
 _CAPTURE_STREAMS: dict[str, wp.Stream | None] = {}
 """One non-blocking capture stream per CUDA device, shared by the Newton views (made on first use, kept)."""
-_CAPTURE_LOCK = threading.Lock()
-"""Held while a view makes its device's shared stream or captures on it (views of two models may be on two threads)."""
+_CAPTURE_LOCK = CAPTURE_LOCK
+"""Held while a view makes its device's shared stream or captures on it (views of two models may be on two threads),
+and by frameview's host waits (:data:`frameview.host.CAPTURE_LOCK`)."""
 
 
 _UNSET = object()
