@@ -13,18 +13,12 @@ import warp as wp
 from .._rows import (
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
-    CODE_RESULT_NOT_FINITE,
-    CODE_SHEAR,
-    CODE_SINGULAR_PARENT,
     STATUS_OK,
     failed,
     report,
 )
-from ..kernels.requests import request_ok, solve_request
+from ..kernels.requests import report_solve, request_ok, solve_request
 from ..kernels.transforms import (
-    WRITE_NOT_FINITE,
-    WRITE_SHEAR,
-    WRITE_SINGULAR_PARENT,
     decompose_matrix,
     pose_of,
 )
@@ -264,12 +258,7 @@ def _solve_writes(
                 loc, _st = solve_request(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
             pw = loc @ pw
     m, status = solve_request(view_local[slots[i]], pw, r, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
-    if status == WRITE_SINGULAR_PARENT:
-        report(status_out, r, CODE_SINGULAR_PARENT)
-    elif status == WRITE_SHEAR:
-        report(status_out, r, CODE_SHEAR)
-    elif status == WRITE_NOT_FINITE:
-        report(status_out, r, CODE_RESULT_NOT_FINITE)
+    report_solve(status_out, r, status)
     local_out[i] = m
     world_out[i] = m @ pw
 

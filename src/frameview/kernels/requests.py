@@ -10,10 +10,18 @@ from __future__ import annotations
 
 import warp as wp
 
-from .._rows import CODE_QUAT_NOT_FINITE, CODE_VALUE_NOT_FINITE, CODE_ZERO_QUATERNION, report
-from .transforms import solve_local
+from .._rows import (
+    CODE_QUAT_NOT_FINITE,
+    CODE_RESULT_NOT_FINITE,
+    CODE_SHEAR,
+    CODE_SINGULAR_PARENT,
+    CODE_VALUE_NOT_FINITE,
+    CODE_ZERO_QUATERNION,
+    report,
+)
+from .transforms import WRITE_NOT_FINITE, WRITE_SHEAR, WRITE_SINGULAR_PARENT, solve_local
 
-__all__ = ["request_ok", "solve_request"]
+__all__ = ["report_solve", "request_ok", "solve_request"]
 
 
 @wp.func
@@ -77,3 +85,14 @@ def solve_request(
     if set_scale != 0:
         s = wp.vec3d(scale[r])
     return solve_local(local, parent_world, in_world, set_pos, t, set_quat, q, set_scale, s)
+
+
+@wp.func
+def report_solve(status_out: wp.array(dtype=wp.int32), r: int, status: int):
+    """Report the ``WRITE_*`` status of :func:`solve_local` for request row ``r`` (nothing for ``WRITE_OK``)."""
+    if status == WRITE_SINGULAR_PARENT:
+        report(status_out, r, CODE_SINGULAR_PARENT)
+    elif status == WRITE_SHEAR:
+        report(status_out, r, CODE_SHEAR)
+    elif status == WRITE_NOT_FINITE:
+        report(status_out, r, CODE_RESULT_NOT_FINITE)

@@ -21,16 +21,28 @@ _EPS = 1.0e-12
 
 
 @wp.func
+def axis_scale(m: wp.mat44d):
+    """The per-axis scale of a row-vector matrix, as :func:`decompose_matrix` reports it (the axis lengths, negative
+    on x for a mirror), without its rotation."""
+    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
+    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
+    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
+    sx = wp.length(r0)
+    if wp.dot(wp.cross(r0, r1), r2) < wp.float64(0.0):
+        sx = -sx
+    return wp.vec3d(sx, wp.length(r1), wp.length(r2))
+
+
+@wp.func
 def decompose_matrix(m: wp.mat44d):
     """Split a row-vector matrix into translation, xyzw rotation (``w >= 0``) and per-axis scale."""
     r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
     r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
     r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
-    sx = wp.length(r0)
-    sy = wp.length(r1)
-    sz = wp.length(r2)
-    if wp.dot(wp.cross(r0, r1), r2) < wp.float64(0.0):
-        sx = -sx
+    scale = axis_scale(m)
+    sx = scale[0]
+    sy = scale[1]
+    sz = scale[2]
     # a zero axis has no direction: keep the rotation well defined
     ix = wp.float64(1.0)
     iy = wp.float64(1.0)
@@ -51,7 +63,7 @@ def decompose_matrix(m: wp.mat44d):
     if q[3] < wp.float64(0.0):
         q = -q
     t = wp.vec3d(m[3, 0], m[3, 1], m[3, 2])
-    return t, q, wp.vec3d(sx, sy, sz)
+    return t, q, scale
 
 
 @wp.func
@@ -173,26 +185,13 @@ def with_translation(m: wp.mat44d, t: wp.vec3d):
 
 
 @wp.func
-def axis_scale(m: wp.mat44d):
-    """The per-axis scale of a row-vector matrix exactly as :func:`decompose_matrix` reports it (the axis lengths,
-    negative on x for a mirror), without its rotation."""
-    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
-    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
-    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
-    sx = wp.length(r0)
-    if wp.dot(wp.cross(r0, r1), r2) < wp.float64(0.0):
-        sx = -sx
-    return wp.vec3d(sx, wp.length(r1), wp.length(r2))
-
-
-@wp.func
 def local_point(p: wp.vec3d, m: wp.mat44d):
     """The point ``x`` with ``x @ m = p`` (row vectors): ``p @ inverse(m)``. For an affine ``m`` (last column
     ``0 0 0 1``, what Fabric holds) ``(p - translation) @ inverse(upper 3x3)`` through its adjugate, a fraction of
     a general 4x4 inverse's float64 work; any other matrix takes the general inverse."""
-    if m[0, 3] != wp.float64(0.0) or m[1, 3] != wp.float64(0.0) or m[2, 3] != wp.float64(0.0):
-        return transform_point(p, wp.inverse(m))
-    if m[3, 3] != wp.float64(1.0):
+    zero = wp.float64(0.0)
+    one = wp.float64(1.0)
+    if m[0, 3] != zero or m[1, 3] != zero or m[2, 3] != zero or m[3, 3] != one:
         return transform_point(p, wp.inverse(m))
     r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
     r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])

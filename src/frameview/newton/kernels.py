@@ -16,20 +16,14 @@ from .._rows import (
     ALL,
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
-    CODE_RESULT_NOT_FINITE,
-    CODE_SHEAR,
-    CODE_SINGULAR_PARENT,
     INDEXED,
     MASK,
     STATUS_OK,
     failed,
     report,
 )
-from ..kernels.requests import request_ok, solve_request
+from ..kernels.requests import report_solve, request_ok, solve_request
 from ..kernels.transforms import (
-    WRITE_NOT_FINITE,
-    WRITE_SHEAR,
-    WRITE_SINGULAR_PARENT,
     compose_matrix,
     decompose_matrix,
     pose_of,
@@ -265,12 +259,7 @@ def solve_writes(
             w = loc @ above
         pw = chain[n] @ w
     m, status = solve_request(local[n], pw, k, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
-    if status == WRITE_SINGULAR_PARENT:
-        report(status_out, k, CODE_SINGULAR_PARENT)
-    elif status == WRITE_SHEAR:
-        report(status_out, k, CODE_SHEAR)
-    elif status == WRITE_NOT_FINITE:
-        report(status_out, k, CODE_RESULT_NOT_FINITE)
+    report_solve(status_out, k, status)
     local_out[k] = m
 
 
