@@ -249,7 +249,7 @@ def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], row
     warp_stream = wp.get_stream(device)
     torch_stream = _torch_stream(device)
     params = [pos, quat, pos.shape[0], send]
-    pack = _remember(_PACKS, (pos.ptr, quat.ptr, *params[2:3], send.ptr, rows),
+    pack = _remember(_PACKS, (pos.ptr, quat.ptr, pos.shape[0], send.ptr, rows),
                      lambda: RecordedLaunch(_pack_rows, rows, params, device))  # fmt: skip
     pack.launch(rows, params, warp_stream)
     same = torch_stream.cuda_stream == warp_stream.cuda_stream
@@ -331,8 +331,6 @@ def _as_tensors(poses: Any) -> tuple[torch.Tensor, torch.Tensor, Any]:
     """``(positions (M, 3), orientations (M, 4), Warp device or None)`` as float32 torch tensors, zero-copy where the
     input already is float32 (Warp arrays through ``wp.to_torch``)."""
     torch, _dist = _torch()
-    if hasattr(poses, "get_world_poses"):
-        poses = poses.get_world_poses()
     if not isinstance(poses, (tuple, list)) or len(poses) != 2:
         raise TypeError(
             "poses: expected a FrameView or a (positions, orientations) pair, got "

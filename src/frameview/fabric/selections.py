@@ -26,8 +26,6 @@ class SelectionsMixin:
     _parent_paths: tuple[str, ...]
     _arrays: dict[str, Any]
     _launches: dict[Any, Any]
-    _device: Any
-    _errors: Any
 
     if TYPE_CHECKING:
 
@@ -71,9 +69,7 @@ class SelectionsMixin:
             )
         prefix = "" if what == "prims" else "parent:"
         if changed or prefix + attrs[0] not in self._arrays:
-            if self._device.is_cuda and self._errors.is_capturing():
-                sel.release()
-                self._outside_capture("its Fabric arrays")
+            self._outside_capture("its Fabric arrays")  # the callers release the selections in a finally
             for name in attrs:
                 self._arrays[prefix + name] = wp.fabricarray(sel, name)
             self._launches.clear()

@@ -27,9 +27,6 @@ Step = tuple[Any, Any, list]
 
 _CAPTURE_STREAMS: dict[str, wp.Stream | None] = {}
 """One non-blocking capture stream per CUDA device, shared by the Newton views (made on first use, kept)."""
-_CAPTURE_LOCK = CAPTURE_LOCK
-"""Held while a view makes its device's shared stream or captures on it (views of two models may be on two threads),
-and by frameview's host waits (:data:`frameview.host.CAPTURE_LOCK`)."""
 
 
 _UNSET = object()
@@ -43,7 +40,7 @@ def address(array: wp.array | None) -> tuple | None:
 def _capture_stream(device: Any) -> wp.Stream | None:
     """The device's shared non-blocking stream for the views' own captures (None where none can be made)."""
     name = str(device)
-    with _CAPTURE_LOCK:
+    with CAPTURE_LOCK:
         if name not in _CAPTURE_STREAMS:
             _CAPTURE_STREAMS[name] = capture_stream(device)
         return _CAPTURE_STREAMS[name]
@@ -117,7 +114,7 @@ class LaunchCache:
         """A CUDA graph of ``steps`` (and the publish copy), captured on the device's capture stream: every operation
         names that stream, so the device's current stream is not touched."""
         stream = self._stream
-        with _CAPTURE_LOCK, wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
+        with CAPTURE_LOCK, wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
             self._launch(name, steps, stream)
             self._publish(publish, stream, in_graph=True)
         return capture.graph
