@@ -62,17 +62,20 @@ _UNCOUNTED = wp.constant(0x7FFFFFFF)
 """The call number of a failure published by a call captured in the caller's own graph (the host never counted)."""
 
 
-@wp.kernel(enable_backward=False)
-def _publish_status(
+@wp.func
+def publish_word(
     status: wp.array(dtype=wp.int32),
     counted: int,
     state: wp.array(dtype=wp.int32),
     mirror: wp.array(dtype=wp.uint64),
 ):
-    """One thread, at the end of a call that can fail: count the call (``state[0]``, unless ``counted`` is 0) and store
-    ``(calls << 32) | status`` into pinned host memory through its device address, in one 8-byte store. Once a
-    failure was published (``state[1]``) nothing changes until the host resets: the word keeps the failing call's
-    number, and later calls (which the sticky status turned into no-ops) are not counted."""
+    """Run by one thread once a call's status word is final: count the call (``state[0]``, unless ``counted`` is 0)
+    and store ``(calls << 32) | status`` into pinned host memory through its device address, in one 8-byte store.
+    Once a failure was published (``state[1]``) nothing changes until the host resets: the word keeps the failing
+    call's number, and later calls (which the sticky status turned into no-ops) are not counted.
+
+    The last kernel of a call runs it from one thread when no thread of that kernel reports (:meth:`DeviceErrors.
+    publish_args`), saving the call a launch; else :func:`_publish_status` runs it after the call's kernels."""
     if state[1] != 0:
         return
     n = state[0] + counted
@@ -83,6 +86,17 @@ def _publish_status(
         if counted == 0:
             n = _UNCOUNTED
     mirror[0] = (wp.uint64(n) << wp.uint64(32)) | wp.uint64(word)
+
+
+@wp.kernel(enable_backward=False)
+def _publish_status(
+    status: wp.array(dtype=wp.int32),
+    counted: int,
+    state: wp.array(dtype=wp.int32),
+    mirror: wp.array(dtype=wp.uint64),
+):
+    """One thread, at the end of a call that can fail: :func:`publish_word`."""
+    publish_word(status, counted, state, mirror)
 
 
 @dataclass(frozen=True)
@@ -155,6 +169,11 @@ class DeviceErrors:
             self._params = [self.status, 1, self._state, mirror]
             self._uncounted = [self.status, 0, self._state, mirror]
             self._publish_cmd = RecordedLaunch(_publish_status, 1, self._params, device)
+            self._fused = [1, *self._params[1:]]
+            self._fused_uncounted = [1, *self._uncounted[1:]]
+        # the publish arguments of a kernel that takes them (publish_args) in a launch that must not publish
+        none = (wp.empty(0, dtype=wp.int32, device=device), wp.empty(0, dtype=wp.uint64, device=device))
+        self.no_publish = [0, 0, *none]
 
     def is_capturing(self) -> bool:
         """Whether the device's current stream (where the call launches) is capturing a graph, asked once per public
@@ -181,6 +200,18 @@ class DeviceErrors:
         self._publish_cmd.launch(1, self._params, stream)
         if not in_graph:
             self._calls += 1
+
+    def publish_args(self, *, in_graph: bool = False) -> list:
+        """Instead of :meth:`publish`, for a call's last kernel that publishes from one thread (its status word is
+        final when it starts: none of its threads reports): that kernel's ``publish, counted, state, mirror``
+        arguments, ``publish`` 0 where nothing is deferred. Counts the call as :meth:`publish` does."""
+        if not self.deferred:
+            return self.no_publish
+        if self.is_capturing():
+            return self._fused_uncounted
+        if not in_graph:
+            self._calls += 1
+        return self._fused
 
     def executed(self) -> None:
         """One more publishing call ran: a replay of the view's own graph that ends with :meth:`publish`."""

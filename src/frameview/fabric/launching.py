@@ -17,7 +17,10 @@ from .._launch import RecordedLaunch, block_dim_for, capture_stream
 from .._rows import DeviceErrors
 from ..host import CAPTURE_LOCK
 
-__all__ = ["LaunchingMixin", "address"]
+__all__ = ["PUBLISHES", "LaunchingMixin", "address"]
+
+PUBLISHES = "publishes"
+"""The fifth element of a step whose kernel can publish the call's status word (``LaunchingMixin._launch_steps``)."""
 
 
 def address(array: wp.array | None) -> tuple | None:
@@ -114,8 +117,19 @@ class LaunchingMixin:
         return self._capture_stream
 
     def _launch_steps(self, steps: list[tuple], stream: wp.Stream | None = None, in_graph: bool = False) -> None:
-        for step in steps:
+        """Launch ``steps``: ``(key, kernel, dim, params)``, ``("publish",)``, or ``(key, kernel, dim, params,
+        PUBLISHES)`` for a kernel that takes :meth:`DeviceErrors.publish_args` (after ``params``) and publishes from
+        one thread: followed by ``("publish",)``, it publishes instead of that step's extra launch."""
+        published = False
+        for n, step in enumerate(steps):
             if step[0] == "publish":
-                self._errors.publish(stream, in_graph=in_graph)
-            else:
-                self._launch_cmd(*step, stream=stream)
+                if not published:
+                    self._errors.publish(stream, in_graph=in_graph)
+                continue
+            key, kernel, dim, params, *publishes = step
+            if publishes:
+                rows = dim if isinstance(dim, int) else dim[0]
+                published = rows > 0 and n + 1 < len(steps) and steps[n + 1][0] == "publish"
+                extra = self._errors.publish_args(in_graph=in_graph) if published else self._errors.no_publish
+                params = [*params, *extra]
+            self._launch_cmd(key, kernel, dim, params, stream=stream)

@@ -32,7 +32,7 @@ from ..base import BaseFrameView
 from ..host import CAPTURE_LOCK
 from ..host import to_numpy as to_numpy
 from ..kernels.slots import invert_tag_column
-from .launching import LaunchingMixin
+from .launching import PUBLISHES, LaunchingMixin
 from .launching import address as _address
 from .lifecycle import DEFERRED_TAGS as _DEFERRED_TAGS
 from .lifecycle import DeferredTagRemoval as DeferredTagRemoval
@@ -43,7 +43,7 @@ from .selections import SelectionsMixin
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 from .stage import FabricSelection as FabricSelection
 from .view_kernels import _ANCHOR as _ANCHOR
-from .view_kernels import _NO_OFFSET, _gather_poses, _gather_scales, _scatter_poses, _scatter_scales
+from .view_kernels import _NO_OFFSET, _gather_poses, _gather_scales, _invert_check, _scatter_poses, _scatter_scales
 from .view_kernels import STAGE_ALL as STAGE_ALL
 from .view_kernels import STAGE_INDICES as STAGE_INDICES
 from .view_kernels import STAGE_MASK as STAGE_MASK
@@ -247,12 +247,17 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                 else:
                     where = (rows.count, _address(rows.indices), _address(pos_out), _address(quat_out))
                     self._run_steps(("gather", key), where, lambda: [
-                        ("invert", invert_tag_column, self.count, [tags, self._slots]),
+                        self._invert_check(tags, rows),
                         (("gather", key), _gather_poses, rows.count, [mats, self._slots, self.count, offset,
-                         rows.indices, pos_out, quat_out, self._errors.status]),
+                         rows.indices, pos_out, quat_out, self._errors.status], PUBLISHES),
                     ])  # fmt: skip
             finally:
                 self._release_selections()
+
+    def _invert_check(self, tags: Any, rows: Rows) -> tuple:
+        """The first step of an indexed read: the slot table, and the indices out of range reported."""
+        return ("invert_check", _invert_check, max(self.count, rows.count),
+                [tags, self.count, rows.indices, rows.count, self._slots, self._errors.status])  # fmt: skip
 
     def _read_scales(self, attr: str, rows: Rows, scale_out: wp.array) -> None:
         with self._fabric.lock:
@@ -267,10 +272,10 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                                      [tags, mats, rows.mask, 1, scale_out])  # fmt: skip
                 else:
                     where = (rows.count, _address(rows.indices), _address(scale_out))
-                    self._run_steps(f"gather_scales:{attr}", where, lambda: [
-                        ("invert", invert_tag_column, self.count, [tags, self._slots]),
+                    self._run_steps(("gather_scales", attr), where, lambda: [
+                        self._invert_check(tags, rows),
                         (("gather_scales", attr), _gather_scales, rows.count, [mats, self._slots, self.count,
-                         rows.indices, scale_out, self._errors.status]),
+                         rows.indices, scale_out, self._errors.status], PUBLISHES),
                     ])  # fmt: skip
             finally:
                 self._release_selections()

@@ -15,6 +15,7 @@ from .._rows import (
     CODE_INDEX_RANGE,
     STATUS_OK,
     failed,
+    publish_word,
     report,
 )
 from ..kernels.requests import report_solve, request_ok, solve_request
@@ -58,6 +59,30 @@ def _scatter_poses(
 
 
 @wp.kernel(enable_backward=False)
+def _invert_check(
+    # inputs
+    tags: wp.fabricarray(dtype=wp.uint32),
+    count: int,
+    indices: wp.array(dtype=wp.int32),
+    rows: int,
+    # outputs
+    slots_out: wp.array(dtype=wp.int32),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """The first launch of an indexed read, over ``max(count, rows)``: invert the tag column into the slot table
+    (:func:`~frameview.kernels.slots.invert_tag_column`) and report the indices out of range, so that the gather
+    after it reports nothing and can publish the call's final status word itself."""
+    t = wp.tid()
+    if t < count:
+        slots_out[int(tags[t])] = t
+    if t < rows:
+        i = indices[t]
+        if i < 0 or i >= count:  # noqa: SIM102 - Warp kernels: plain branches
+            if not failed(status_out):
+                report(status_out, t, CODE_INDEX_RANGE)
+
+
+@wp.kernel(enable_backward=False)
 def _gather_poses(
     # inputs
     mats: wp.fabricarray(dtype=wp.mat44d),
@@ -68,16 +93,22 @@ def _gather_poses(
     # outputs
     pos_out: wp.array(dtype=wp.vec3f),
     quat_out: wp.array(dtype=wp.quatf),
-    status_out: wp.array(dtype=wp.int32),
+    # publish (DeviceErrors.publish_args)
+    status: wp.array(dtype=wp.int32),
+    publish: int,
+    counted: int,
+    state: wp.array(dtype=wp.int32),
+    mirror: wp.array(dtype=wp.uint64),
 ):
-    """Indexed read: row ``k`` is view prim ``indices[k]``; an index out of range gives NaN and is reported."""
+    """Indexed read: row ``k`` is view prim ``indices[k]``; an index out of range (reported by :func:`_invert_check`)
+    gives NaN. Thread 0 publishes the call's status word when ``publish`` is set."""
     k = wp.tid()
+    if k == 0 and publish != 0:
+        publish_word(status, counted, state, mirror)
     i = indices[k]
     if i < 0 or i >= count:
         pos_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
         quat_out[k] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
-        if not failed(status_out):
-            report(status_out, k, CODE_INDEX_RANGE)
         return
     p, q = pose_of(mats[slots[i]], offset)
     pos_out[k] = p
@@ -113,15 +144,21 @@ def _gather_scales(
     indices: wp.array(dtype=wp.int32),
     # outputs
     scale_out: wp.array(dtype=wp.vec3f),
-    status_out: wp.array(dtype=wp.int32),
+    # publish (DeviceErrors.publish_args)
+    status: wp.array(dtype=wp.int32),
+    publish: int,
+    counted: int,
+    state: wp.array(dtype=wp.int32),
+    mirror: wp.array(dtype=wp.uint64),
 ):
-    """Indexed read of scales (NaN and a report for an index out of range)."""
+    """Indexed read of scales (NaN for an index out of range, reported by :func:`_invert_check`); thread 0 publishes
+    the call's status word when ``publish`` is set."""
     k = wp.tid()
+    if k == 0 and publish != 0:
+        publish_word(status, counted, state, mirror)
     i = indices[k]
     if i < 0 or i >= count:
         scale_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
-        if not failed(status_out):
-            report(status_out, k, CODE_INDEX_RANGE)
         return
     _t, _q, s = decompose_matrix(mats[slots[i]])
     scale_out[k] = wp.vec3f(s)
@@ -286,6 +323,11 @@ def _commit_follow(
     view_world_out: wp.fabricarray(dtype=wp.mat44d),
     world_out: wp.fabricarray(dtype=wp.mat44d),
     written_slots_out: wp.array(dtype=wp.int32),
+    # publish (DeviceErrors.publish_args)
+    publish: int,
+    counted: int,
+    state: wp.array(dtype=wp.int32),
+    mirror: wp.array(dtype=wp.uint64),
 ):
     """Thread ``(k, 0)`` copies row ``k``'s solved matrices into Fabric; with ``follow``, thread ``(k, j + 1)`` gives
     the ``j``-th descendant of that prim (a follow plan: ``start``/``nodes`` per view index, the nodes' slots, parents
@@ -297,10 +339,14 @@ def _commit_follow(
     matrix (the scratch, not Fabric) ends it, or the top, whose world matrix the write cannot move: no thread reads
     what another writes, and a prim below two written ones is computed alike by both rows. A written view prim below
     another is committed by its own row only.
+
+    Thread ``(0, 0)`` publishes the call's status word (final: the solve reported) when ``publish`` is set.
     """
     k, j = wp.tid()
     if j == 0:
         written_slots_out[k] = -1
+        if k == 0 and publish != 0:
+            publish_word(status, counted, state, mirror)
     if status[0] != _STATUS_OK:
         return
     i = k

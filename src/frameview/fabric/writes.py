@@ -11,7 +11,7 @@ import warp as wp
 
 from .._rows import ALL, INDEXED, MASK, DeviceErrors, Rows
 from ..host import to_numpy
-from .launching import address
+from .launching import PUBLISHES, address
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 from .view_kernels import (
     STAGE_ALL,
@@ -147,5 +147,5 @@ class WritesMixin:
         steps.append(("commit", _commit_follow, (rows.count, width), [
             self._new_local, self._new_world, self._slots, count, indices, int(indexed), req_row, status, *follow,
             view_local, view_world, world_all, written,
-        ]))  # fmt: skip
+        ], PUBLISHES))  # fmt: skip
         return steps
