@@ -53,6 +53,10 @@ _SEND: dict[tuple[int, str], tuple[Any, wp.array]] = {}
 """Send buffers of the CUDA path, by (rows, device): a torch tensor and its Warp view. Reused: the next call's pack
 runs on Warp's stream after that stream waited for torch's, which the collective ordered after itself."""
 
+_RECEIVE: dict[tuple[int, str, int], Any] = {}
+"""Receive buffers of the CUDA path, by (rows, device, torch stream): the collective and the unpack that reads the
+buffer run on that stream, so the next call's collective into it is ordered after this call's unpack."""
+
 _PACKS: dict[tuple, RecordedLaunch] = {}
 """Recorded pack launches by (input addresses, count, send buffer, rows): a view's outputs are the same each call."""
 
@@ -189,20 +193,24 @@ def all_gather_poses(
         )
     if hasattr(poses, "get_world_poses"):
         poses = poses.get_world_poses()
+    group, world, rank, backend = _group_facts(group)
+    if dst is None and backend != "gloo" and _cuda_warp_pair(poses):  # NCCL serves the poses' device
+        pos_w, quat_w = poses
+        m, device = pos_w.shape[0], torch.device("cuda", pos_w.device.ordinal)
+        counts = _all_counts(counts, m, world, rank, group, device)
+        if max(counts) > 0:
+            return _all_gather_cuda(pos_w, quat_w, counts, max(counts), group)
+        return _no_rows(device, counts)
     pos, quat, warp_device = _as_tensors(poses)
     device = pos.device
     m = int(pos.shape[0])
-    group, world, rank, backend = _group_facts(group)
     comm = _comm_device(backend, device)
-    counts = _exchange_counts(m, world, group, comm) if counts is None else _checked_counts(counts, m, world, rank)
+    counts = _all_counts(counts, m, world, rank, group, comm)
     receives = dst is None or dst == (rank if group is None else dist.get_rank())
     rows = max(counts)
     if rows == 0:
-        empty = torch.empty((0, _WIDTH), dtype=torch.float32, device=device)
-        return GatheredPoses(empty[:, :3], empty[:, 3:], counts) if receives else None
+        return _no_rows(device, counts) if receives else None
 
-    if dst is None and comm == device and device.type == "cuda" and _warp_pair(poses):
-        return _all_gather_cuda(poses[0], poses[1], counts, rows, group)
     send = _pack(pos, quat, rows, comm, warp_device)
 
     out = torch.empty((world * rows, _WIDTH), dtype=torch.float32, device=comm) if receives else None
@@ -231,11 +239,22 @@ def _group_facts(group: Any) -> tuple[Any, int, int, str]:
     return group, facts[1], facts[2], facts[3]
 
 
-def _warp_pair(poses: Any) -> bool:
-    """Whether ``poses`` are a view's outputs: ``(M,) vec3f`` and ``(M,) quatf`` Warp arrays, contiguous."""
+def _cuda_warp_pair(poses: Any) -> bool:
+    """Whether ``poses`` are a view's outputs on a CUDA device: ``(M,) vec3f`` and ``(M,) quatf`` Warp arrays,
+    contiguous, of one length on one device (anything else takes the general path, which checks and converts)."""
+    if not isinstance(poses, (tuple, list)) or len(poses) != 2:
+        return False
     pos, quat = poses
     return (isinstance(pos, wp.array) and isinstance(quat, wp.array) and pos.dtype == wp.vec3f
-            and quat.dtype == wp.quatf and pos.is_contiguous and quat.is_contiguous)  # fmt: skip
+            and quat.dtype == wp.quatf and pos.is_contiguous and quat.is_contiguous and pos.device.is_cuda
+            and pos.device == quat.device and pos.shape == quat.shape)  # fmt: skip
+
+
+def _no_rows(device: Any, counts: tuple[int, ...]) -> GatheredPoses:
+    """The result of a gather in which no rank has a row."""
+    torch, _dist = _torch()
+    empty = torch.empty((0, _WIDTH), dtype=torch.float32, device=device)
+    return GatheredPoses(empty[:, :3], empty[:, 3:], counts)
 
 
 def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], rows: int, group: Any) -> GatheredPoses:
@@ -243,7 +262,6 @@ def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], row
     Warp's stream, torch's stream waits for it, one collective and the unpack run on torch's stream, and Warp's
     stream waits for torch's (the view's next call overwrites ``pos`` / ``quat``, the next gather the send buffer).
     Without the waits where both libraries use one stream."""
-    torch, _dist = _torch()
     device = pos.device
     send_tensor, send = _remember(_SEND, (rows, str(device)), lambda: _send_buffer(rows, device))
     warp_stream = wp.get_stream(device)
@@ -255,7 +273,8 @@ def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], row
     same = torch_stream.cuda_stream == warp_stream.cuda_stream
     if not same:
         torch_stream.wait_stream(warp_stream)
-    out = torch.empty((len(counts) * rows, _WIDTH), dtype=torch.float32, device=send_tensor.device)
+    out = _remember(_RECEIVE, (len(counts) * rows, str(device), torch_stream.cuda_stream),
+                    lambda: _receive_buffer(len(counts) * rows, send_tensor.device))  # fmt: skip
     _all_gather_single(out, send_tensor, group)
     positions, orientations = _unpacked(out, counts, rows)  # torch ops on torch's stream, after the collective
     if not same:
@@ -264,10 +283,21 @@ def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], row
 
 
 def _unpacked(out: torch.Tensor, counts: tuple[int, ...], rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Contiguous positions and orientations of the gathered ``out`` (world * rows, 7), padding rows dropped."""
+    """New contiguous positions and orientations of the gathered ``out`` (world * rows, 7), padding rows dropped:
+    one allocation holds both, one ``split_with_sizes_copy`` fills them."""
     torch, _dist = _torch()
     flat = out if min(counts) == rows else torch.cat([out[r * rows : r * rows + c] for r, c in enumerate(counts)])
-    return flat[:, :3].contiguous(), flat[:, 3:].contiguous()
+    n = flat.shape[0]
+    both = torch.empty(n * _WIDTH, dtype=torch.float32, device=flat.device)
+    positions, orientations = both[: 3 * n].view(n, 3), both[3 * n :].view(n, 4)
+    torch.split_with_sizes_copy(flat, [3, 4], dim=1, out=[positions, orientations])
+    return positions, orientations
+
+
+def _receive_buffer(rows: int, device: Any) -> torch.Tensor:
+    """The (rows, 7) float32 receive buffer of the CUDA path."""
+    torch, _dist = _torch()
+    return torch.empty((rows, _WIDTH), dtype=torch.float32, device=device)
 
 
 def _send_buffer(rows: int, device: Any) -> tuple[Any, wp.array]:
@@ -275,6 +305,13 @@ def _send_buffer(rows: int, device: Any) -> tuple[Any, wp.array]:
     torch, _dist = _torch()
     tensor = torch.empty((rows, _WIDTH), dtype=torch.float32, device=torch.device("cuda", device.ordinal))
     return tensor, wp.from_torch(tensor)
+
+
+def _all_counts(
+    counts: Sequence[int] | None, m: int, world: int, rank: int, group: Any, comm: torch.device
+) -> tuple[int, ...]:
+    """Every rank's row count: the caller's ``counts`` checked, or exchanged (collective on ``comm``)."""
+    return _exchange_counts(m, world, group, comm) if counts is None else _checked_counts(counts, m, world, rank)
 
 
 def _checked_counts(counts: Sequence[int], m: int, world: int, rank: int) -> tuple[int, ...]:
@@ -401,7 +438,7 @@ def _all_gather_single(out: torch.Tensor, send: torch.Tensor, group: Any) -> Non
 def _torch_stream(device: Any) -> wp.Stream:
     """Torch's current stream on a CUDA Warp device, as a Warp stream (wrappers are kept: no per-call event)."""
     torch, _dist = _torch()
-    stream = torch.cuda.current_stream(torch.device("cuda", device.ordinal))
+    stream = torch.cuda.current_stream(device.ordinal)
     return _remember(_TORCH_STREAMS, (str(device), int(stream.cuda_stream)), lambda: wp.stream_from_torch(stream))
 
 
