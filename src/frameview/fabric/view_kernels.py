@@ -18,7 +18,7 @@ from .._rows import (
     publish_word,
     report,
 )
-from ..kernels.requests import report_solve, request_ok, solve_request
+from ..kernels.requests import load_request, report_solve, solve_request, solve_values, values_ok
 from ..kernels.transforms import (
     decompose_matrix,
     pose_of,
@@ -50,10 +50,11 @@ def _scatter_poses(
     ``offset``); with ``use_mask`` only rows whose ``mask`` is set."""
     slot = wp.tid()
     i = int(tags[slot])
+    m = mats[slot]  # loaded beside the tag, before the mask's branch (a masked read's time is its dependent loads)
     if use_mask != 0:  # noqa: SIM102 - Warp does not short-circuit: mask is empty when use_mask == 0
         if not mask[i]:
             return
-    p, q = pose_of(mats[slot], offset)
+    p, q = pose_of(m, offset)
     pos_out[i] = p
     quat_out[i] = q
 
@@ -254,26 +255,35 @@ def _solve_writes(
     request row here, reporting indices out of range or given twice, instead of in a :func:`_stage_indices` launch.
     """
     k = wp.tid()
-    if failed(status_out):
-        return
+    # every load that needs no other load first is issued before the first branch: a row's time is its chain of
+    # dependent loads (status, row, slot, local matrix, parents), not its float64 arithmetic
+    word = status_out[0]
     i = k
     if use_indices != 0:
         i = indices[k]
-        if i < 0 or i >= count:
-            if stage_rows != 0:
-                report(status_out, k, CODE_INDEX_RANGE)
+    in_range = i >= 0 and i < count
+    j = wp.clamp(i, 0, count - 1)  # in bounds whatever the index; unused when out of range
+    r = req_row[j]
+    up = node_parent[j]
+    loc_i = view_local[slots[j]]
+    t, q, s = load_request(k, set_pos, pos, set_quat, quat, set_scale, scale)  # a written row's request row is k
+    if word != _STATUS_OK:
+        return
+    if not in_range:
+        if stage_rows != 0:
+            report(status_out, k, CODE_INDEX_RANGE)
+        return
+    if stage_rows != 0:
+        if wp.atomic_exch(req_row, i, k) != -1:
+            report(status_out, k, CODE_INDEX_DUPLICATE)
             return
-        if stage_rows != 0:  # noqa: SIM102 - Warp kernels: plain branches
-            if wp.atomic_exch(req_row, i, k) != -1:
-                report(status_out, k, CODE_INDEX_DUPLICATE)
-                return
-    r = req_row[i]
+        r = k
     if r < 0:
         return
-    if not request_ok(r, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+    if not values_ok(k, set_pos, t, set_quat, q, set_scale, s, status_out):
         return
     chain = int(0)
-    n = node_parent[i]
+    n = up
     while n >= 0:
         chain += 1
         n = node_parent[n]
@@ -294,8 +304,8 @@ def _solve_writes(
             if rr >= 0:
                 loc, _st = solve_request(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
             pw = loc @ pw
-    m, status = solve_request(view_local[slots[i]], pw, r, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
-    report_solve(status_out, r, status)
+    m, status = solve_values(loc_i, pw, in_world, set_pos, t, set_quat, q, set_scale, s)
+    report_solve(status_out, k, status)
     local_out[i] = m
     world_out[i] = m @ pw
 
@@ -343,29 +353,33 @@ def _commit_follow(
     Thread ``(0, 0)`` publishes the call's status word (final: the solve reported) when ``publish`` is set.
     """
     k, j = wp.tid()
-    if j == 0:
-        written_slots_out[k] = -1
-        if k == 0 and publish != 0:
-            publish_word(status, counted, state, mirror)
-    if status[0] != _STATUS_OK:
-        return
+    # as in the solve, the loads that need no other load are issued before the first branch
+    word = status[0]
     i = k
     if use_indices != 0:
         i = indices[k]
-        if i < 0 or i >= count:
-            return
-    if req_row[i] < 0:
-        return
+    skip = i < 0 or i >= count
+    ic = wp.clamp(i, 0, count - 1)  # in bounds whatever the index; unused when out of range
+    own = req_row[ic]
     if j == 0:
-        s = slots[i]
-        view_local_out[s] = local_new[i]
-        view_world_out[s] = world_new[i]
+        s = slots[ic]
+        new_local = local_new[ic]
+        new_world = world_new[ic]
+        written_slots_out[k] = -1
+        if k == 0 and publish != 0:
+            publish_word(status, counted, state, mirror)
+        if word != _STATUS_OK or skip or own < 0:
+            return
+        view_local_out[s] = new_local
+        view_world_out[s] = new_world
         written_slots_out[k] = s
         return
     if follow == 0:
         return
-    first = start[i]
-    if j > start[i + 1] - first:
+    first = start[ic]
+    last = start[ic + 1]
+    row_world = world_new[ic]
+    if word != _STATUS_OK or skip or own < 0 or j > last - first:
         return
     d = nodes[first + j - 1]
     if d < count:  # noqa: SIM102 - Warp kernels: plain branches
@@ -377,7 +391,10 @@ def _commit_follow(
     found = bool(False)
     while node_parent[n] >= 0 and not found:
         n = node_parent[n]
-        if n < count:  # noqa: SIM102 - Warp does not short-circuit: req_row has count entries
+        if n == i:  # the row's own prim (its solved world matrix is loaded already)
+            above = row_world
+            found = True
+        elif n < count:  # noqa: SIM102 - Warp does not short-circuit: req_row has count entries
             if req_row[n] >= 0:
                 above = world_new[n]
                 found = True
