@@ -283,15 +283,13 @@ def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], row
 
 
 def _unpacked(out: torch.Tensor, counts: tuple[int, ...], rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """New contiguous positions and orientations of the gathered ``out`` (world * rows, 7), padding rows dropped:
-    one allocation holds both, one ``split_with_sizes_copy`` fills them."""
+    """New contiguous positions and orientations of the gathered ``out`` (world * rows, 7), padding rows dropped.
+
+    Two ``contiguous()`` copies: on an H200 host one ``split_with_sizes_copy`` into one allocation cost ~10 us more
+    host time (``perf/RESULTS.md``)."""
     torch, _dist = _torch()
     flat = out if min(counts) == rows else torch.cat([out[r * rows : r * rows + c] for r, c in enumerate(counts)])
-    n = flat.shape[0]
-    both = torch.empty(n * _WIDTH, dtype=torch.float32, device=flat.device)
-    positions, orientations = both[: 3 * n].view(n, 3), both[3 * n :].view(n, 4)
-    torch.split_with_sizes_copy(flat, [3, 4], dim=1, out=[positions, orientations])
-    return positions, orientations
+    return flat[:, :3].contiguous(), flat[:, 3:].contiguous()
 
 
 def _receive_buffer(rows: int, device: Any) -> torch.Tensor:
