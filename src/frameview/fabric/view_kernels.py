@@ -280,8 +280,6 @@ def _solve_writes(
         r = k
     if r < 0:
         return
-    if not values_ok(k, set_pos, t, set_quat, q, set_scale, s, status_out):
-        return
     chain = int(0)
     n = up
     while n >= 0:
@@ -305,6 +303,9 @@ def _solve_writes(
                 loc, _st = solve_request(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
             pw = loc @ pw
     m, status = solve_values(loc_i, pw, in_world, set_pos, t, set_quat, q, set_scale, s)
+    # the values are checked after the walk and the solve, which do not wait for them: a bad row is not stored
+    if not values_ok(k, set_pos, t, set_quat, q, set_scale, s, status_out):
+        return
     report_solve(status_out, k, status)
     local_out[i] = m
     world_out[i] = m @ pw
@@ -387,10 +388,11 @@ def _commit_follow(
             return
     m = local[node_slot[d]]
     n = d
+    up = node_parent[d]
     above = wp.mat44d()  # the world matrix above the walk: a written view prim's solved one, or the top's
     found = bool(False)
-    while node_parent[n] >= 0 and not found:
-        n = node_parent[n]
+    while up >= 0 and not found:
+        n = up
         if n == i:  # the row's own prim (its solved world matrix is loaded already)
             above = row_world
             found = True
@@ -400,6 +402,7 @@ def _commit_follow(
                 found = True
         if not found:
             m = m @ local[node_slot[n]]
+            up = node_parent[n]
     if not found:
         top = node_top[n]
         above = _IDENTITY

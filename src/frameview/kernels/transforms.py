@@ -43,16 +43,13 @@ def decompose_matrix(m: wp.mat44d):
     sx = scale[0]
     sy = scale[1]
     sz = scale[2]
-    # a zero axis has no direction: keep the rotation well defined
-    ix = wp.float64(1.0)
-    iy = wp.float64(1.0)
-    iz = wp.float64(1.0)
-    if wp.abs(sx) > wp.float64(_EPS):
-        ix = wp.float64(1.0) / sx
-    if wp.abs(sy) > wp.float64(_EPS):
-        iy = wp.float64(1.0) / sy
-    if wp.abs(sz) > wp.float64(_EPS):
-        iz = wp.float64(1.0) / sz
+    # a zero axis has no direction: keep the rotation well defined (selects, not branches: on a GPU a branch on
+    # computed data stalls the thread until its operands arrive, and the three divisions can overlap)
+    one = wp.float64(1.0)
+    tiny = wp.float64(_EPS)
+    ix = wp.where(wp.abs(sx) > tiny, one / sx, one)
+    iy = wp.where(wp.abs(sy) > tiny, one / sy, one)
+    iz = wp.where(wp.abs(sz) > tiny, one / sz, one)
     # column-vector rotation: its columns are the normalised rows
     rot = wp.mat33d(
         r0[0] * ix, r1[0] * iy, r2[0] * iz,
@@ -241,13 +238,14 @@ def solve_local(
       The local scale is kept unless ``set_s``, the local rotation unless ``set_q``;
     - a world write needs an invertible parent world matrix (``WRITE_SINGULAR_PARENT`` otherwise).
     """
-    status = int(WRITE_OK)
+    # Every piece is computed before the status decides what is kept: on a GPU a branch on computed data stalls the
+    # thread until its operands arrive, so early returns would chain the float64 work of the checks and the solve
+    # instead of overlapping it. A failed check returns ``local`` unchanged, as before.
+    singular = in_world != 0 and is_singular(parent_world)
+    rebuild = set_q != 0 or set_s != 0
+    sheared = rebuild and shear_error(local) > wp.float64(SHEAR_TOLERANCE)
     out = local
-    if in_world != 0 and is_singular(parent_world):
-        return out, WRITE_SINGULAR_PARENT
-    if set_q != 0 or set_s != 0:
-        if shear_error(local) > wp.float64(SHEAR_TOLERANCE):
-            return out, WRITE_SHEAR
+    if rebuild:
         rows = wp.mat33d()
         scale = wp.vec3d()
         if set_q != 0:  # the local rotation is replaced: only the kept scale is needed
@@ -277,10 +275,17 @@ def solve_local(
         if in_world != 0:
             lt = local_point(t, parent_world)
         out = with_translation(out, lt)
+    finite = bool(True)
     for a in range(4):
         for b in range(4):
-            if not wp.isfinite(out[a, b]):
-                status = WRITE_NOT_FINITE
+            finite = finite and wp.isfinite(out[a, b])
+    status = wp.where(finite, WRITE_OK, WRITE_NOT_FINITE)
+    if sheared:
+        status = WRITE_SHEAR
+    if singular:
+        status = WRITE_SINGULAR_PARENT
+    if sheared or singular:
+        out = local
     return out, status
 
 
