@@ -219,96 +219,114 @@ def _stage_indices(
         report(status_out, k, CODE_INDEX_DUPLICATE)
 
 
-@wp.kernel(enable_backward=False)
-def _solve_writes(
-    # inputs
-    view_local: wp.fabricarray(dtype=wp.mat44d),
-    slots: wp.array(dtype=wp.int32),
-    extra_world: wp.fabricarray(dtype=wp.mat44d),
-    extra_local: wp.fabricarray(dtype=wp.mat44d),
-    extra_slots: wp.array(dtype=wp.int32),
-    node_parent: wp.array(dtype=wp.int32),
-    count: int,
-    indices: wp.array(dtype=wp.int32),
-    use_indices: int,
-    stage_rows: int,
-    req_row: wp.array(dtype=wp.int32),
-    in_world: int,
-    set_pos: int,
-    pos: wp.array(dtype=wp.vec3f),
-    set_quat: int,
-    quat: wp.array(dtype=wp.quatf),
-    set_scale: int,
-    scale: wp.array(dtype=wp.vec3f),
-    # outputs
-    local_out: wp.array(dtype=wp.mat44d),
-    world_out: wp.array(dtype=wp.mat44d),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """New local and world matrix of each written view prim (into view-indexed scratch), nothing written to Fabric.
+def _solve_kernel(nested: bool):
+    """The write solve, compiled for views with nested prims (``nested``: the parent chain is walked, solving the
+    written view prims on it) or without (the parent is an anchor or none, read directly: a smaller kernel, with
+    fewer registers, whose anchor load is issued before its branches)."""
 
-    A prim's parent world matrix is the one it will have after this write: the chain of nodes above it (view prims,
-    the prims between nested view prims, then an anchor whose world this write cannot move) is composed top-down,
-    solving the written view prims of the chain on the way. O(depth^2) per row in the nesting depth, usually 1.
+    @wp.kernel(enable_backward=False, module="unique")
+    def solve_writes(
+        # inputs
+        view_local: wp.fabricarray(dtype=wp.mat44d),
+        slots: wp.array(dtype=wp.int32),
+        extra_world: wp.fabricarray(dtype=wp.mat44d),
+        extra_local: wp.fabricarray(dtype=wp.mat44d),
+        extra_slots: wp.array(dtype=wp.int32),
+        node_parent: wp.array(dtype=wp.int32),
+        count: int,
+        indices: wp.array(dtype=wp.int32),
+        use_indices: int,
+        stage_rows: int,
+        req_row: wp.array(dtype=wp.int32),
+        in_world: int,
+        set_pos: int,
+        pos: wp.array(dtype=wp.vec3f),
+        set_quat: int,
+        quat: wp.array(dtype=wp.quatf),
+        set_scale: int,
+        scale: wp.array(dtype=wp.vec3f),
+        # outputs
+        local_out: wp.array(dtype=wp.mat44d),
+        world_out: wp.array(dtype=wp.mat44d),
+        status_out: wp.array(dtype=wp.int32),
+    ):
+        """New local and world matrix of each written view prim (into view-indexed scratch), nothing written to Fabric.
 
-    ``stage_rows`` (indexed writes of views without nesting, whose chains hold no view prim): each row stages its own
-    request row here, reporting indices out of range or given twice, instead of in a :func:`_stage_indices` launch.
-    """
-    k = wp.tid()
-    # every load that needs no other load first is issued before the first branch: a row's time is its chain of
-    # dependent loads (status, row, slot, local matrix, parents), not its float64 arithmetic
-    word = status_out[0]
-    i = k
-    if use_indices != 0:
-        i = indices[k]
-    in_range = i >= 0 and i < count
-    j = wp.clamp(i, 0, count - 1)  # in bounds whatever the index; unused when out of range
-    r = req_row[j]
-    up = node_parent[j]
-    loc_i = view_local[slots[j]]
-    t, q, s = load_request(k, set_pos, pos, set_quat, quat, set_scale, scale)  # a written row's request row is k
-    if word != _STATUS_OK:
-        return
-    if not in_range:
-        if stage_rows != 0:
-            report(status_out, k, CODE_INDEX_RANGE)
-        return
-    if stage_rows != 0:
-        if wp.atomic_exch(req_row, i, k) != -1:
-            report(status_out, k, CODE_INDEX_DUPLICATE)
+        A prim's parent world matrix is the one it will have after this write: the chain of nodes above it (view prims,
+        the prims between nested view prims, then an anchor whose world this write cannot move) is composed top-down,
+        solving the written view prims of the chain on the way. O(depth^2) per row in the nesting depth, usually 1.
+
+        ``stage_rows`` (indexed writes of views without nesting, whose chains hold no view prim): each row stages its
+        own request row here, reporting indices out of range or given twice, instead of in a :func:`_stage_indices`
+        launch.
+        """
+        k = wp.tid()
+        # every load that needs no other load first is issued before the first branch: a row's time is its chain of
+        # dependent loads (status, row, slot, local matrix, parents), not its float64 arithmetic
+        word = status_out[0]
+        i = k
+        if use_indices != 0:
+            i = indices[k]
+        in_range = i >= 0 and i < count
+        j = wp.clamp(i, 0, count - 1)  # in bounds whatever the index; unused when out of range
+        r = req_row[j]
+        up = node_parent[j]
+        loc_i = view_local[slots[j]]
+        pw = _IDENTITY
+        if wp.static(not nested):  # the parent is an anchor or none: its world matrix is loaded before any branch
+            e = wp.where(up >= 0, extra_slots[wp.clamp(up - count, 0, extra_slots.shape[0] - 1)], 0)
+            anchor = extra_world[e]
+            if up >= 0:
+                pw = anchor
+        t, q, s = load_request(k, set_pos, pos, set_quat, quat, set_scale, scale)  # a written row's request row is k
+        if word != _STATUS_OK:
             return
-        r = k
-    if r < 0:
-        return
-    chain = int(0)
-    n = up
-    while n >= 0:
-        chain += 1
-        n = node_parent[n]
-    pw = _IDENTITY
-    for step in range(chain):
-        node = i
-        for _up in range(chain - step):
-            node = node_parent[node]
-        if node >= count:
-            e = extra_slots[node - count]
-            if node_parent[node] == _ANCHOR:  # noqa: SIM108 - Warp kernels: plain branches
-                pw = extra_world[e]
-            else:
-                pw = extra_local[e] @ pw
-        else:
-            loc = view_local[slots[node]]
-            rr = req_row[node]
-            if rr >= 0:
-                loc, _st = solve_request(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
-            pw = loc @ pw
-    m, status = solve_values(loc_i, pw, in_world, set_pos, t, set_quat, q, set_scale, s)
-    # the values are checked after the walk and the solve, which do not wait for them: a bad row is not stored
-    if not values_ok(k, set_pos, t, set_quat, q, set_scale, s, status_out):
-        return
-    report_solve(status_out, k, status)
-    local_out[i] = m
-    world_out[i] = m @ pw
+        if not in_range:
+            if stage_rows != 0:
+                report(status_out, k, CODE_INDEX_RANGE)
+            return
+        if stage_rows != 0:
+            if wp.atomic_exch(req_row, i, k) != -1:
+                report(status_out, k, CODE_INDEX_DUPLICATE)
+                return
+            r = k
+        if r < 0:
+            return
+        if wp.static(nested):
+            chain = int(0)
+            n = up
+            while n >= 0:
+                chain += 1
+                n = node_parent[n]
+            for step in range(chain):
+                node = i
+                for _up in range(chain - step):
+                    node = node_parent[node]
+                if node >= count:
+                    e = extra_slots[node - count]
+                    if node_parent[node] == _ANCHOR:  # noqa: SIM108 - Warp kernels: plain branches
+                        pw = extra_world[e]
+                    else:
+                        pw = extra_local[e] @ pw
+                else:
+                    loc = view_local[slots[node]]
+                    rr = req_row[node]
+                    if rr >= 0:
+                        loc, _st = solve_request(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+                    pw = loc @ pw
+        m, status = solve_values(loc_i, pw, in_world, set_pos, t, set_quat, q, set_scale, s)
+        # the values are checked after the walk and the solve, which do not wait for them: a bad row is not stored
+        if not values_ok(k, set_pos, t, set_quat, q, set_scale, s, status_out):
+            return
+        report_solve(status_out, k, status)
+        local_out[i] = m
+        world_out[i] = m @ pw
+
+    return solve_writes
+
+
+_solve_writes = _solve_kernel(nested=True)
+_solve_flat = _solve_kernel(nested=False)
 
 
 @wp.kernel(enable_backward=False)

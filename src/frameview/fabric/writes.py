@@ -18,6 +18,7 @@ from .view_kernels import (
     STAGE_INDICES,
     STAGE_MASK,
     _commit_follow,
+    _solve_flat,
     _solve_writes,
     _stage_indices,
     _stage_write,
@@ -129,7 +130,8 @@ class WritesMixin:
         stage_in_solve = indexed and not self._nested
         if indexed and not stage_in_solve:
             steps.append(("stage_indices", _stage_indices, rows.count, [indices, count, self._req_row, status]))
-        steps.append(("solve", _solve_writes, rows.count, [
+        solve = _solve_writes if self._nested else _solve_flat  # the flat one: parents are anchors, no walk
+        steps.append(("solve", solve, rows.count, [
             view_local, self._slots, self._arrays[parent + WORLD_MATRIX], self._arrays[parent + LOCAL_MATRIX],
             self._parent_slots, self._node_parent, count, indices, int(indexed), int(stage_in_solve), req_row,
             int(in_world), int(pos is not None), self._no_vec3 if pos is None else pos,
