@@ -50,11 +50,10 @@ def _scatter_poses(
     ``offset``); with ``use_mask`` only rows whose ``mask`` is set."""
     slot = wp.tid()
     i = int(tags[slot])
-    m = mats[slot]  # loaded beside the tag, before the mask's branch (a masked read's time is its dependent loads)
     if use_mask != 0:  # noqa: SIM102 - Warp does not short-circuit: mask is empty when use_mask == 0
         if not mask[i]:
             return
-    p, q = pose_of(m, offset)
+    p, q = pose_of(mats[slot], offset)
     pos_out[i] = p
     quat_out[i] = q
 
