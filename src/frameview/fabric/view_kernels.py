@@ -260,8 +260,8 @@ def _solve_kernel(nested: bool):
         launch.
         """
         k = wp.tid()
-        # every load that needs no other load first is issued before the first branch: a row's time is its chain of
-        # dependent loads (status, row, slot, local matrix, parents), not its float64 arithmetic
+        # every load that needs no other load first is issued before the first branch (on an H200 a row's time is
+        # mostly its float64 solve and the kernel's size, not these loads: round 5 in perf/RESULTS.md)
         word = status_out[0]
         i = k
         if use_indices != 0:

@@ -43,8 +43,7 @@ def decompose_matrix(m: wp.mat44d):
     sx = scale[0]
     sy = scale[1]
     sz = scale[2]
-    # a zero axis has no direction: keep the rotation well defined (selects, not branches: on a GPU a branch on
-    # computed data stalls the thread until its operands arrive, and the three divisions can overlap)
+    # a zero axis has no direction: keep the rotation well defined
     one = wp.float64(1.0)
     tiny = wp.float64(_EPS)
     ix = wp.where(wp.abs(sx) > tiny, one / sx, one)
@@ -238,9 +237,8 @@ def solve_local(
       The local scale is kept unless ``set_s``, the local rotation unless ``set_q``;
     - a world write needs an invertible parent world matrix (``WRITE_SINGULAR_PARENT`` otherwise).
     """
-    # Every piece is computed before the status decides what is kept: on a GPU a branch on computed data stalls the
-    # thread until its operands arrive, so early returns would chain the float64 work of the checks and the solve
-    # instead of overlapping it. A failed check returns ``local`` unchanged, as before.
+    # Every piece is computed before the status decides what is kept (no early returns); a failed check returns
+    # ``local`` unchanged. (An H200 probe found the same kernel time with early returns: round 5 in perf/RESULTS.md.)
     singular = in_world != 0 and is_singular(parent_world)
     rebuild = set_q != 0 or set_s != 0
     sheared = rebuild and shear_error(local) > wp.float64(SHEAR_TOLERANCE)
