@@ -18,7 +18,7 @@ from .._rows import (
     publish_word,
     report,
 )
-from ..kernels.requests import load_request, report_solve, solve_request, solve_values, values_ok
+from ..kernels.requests import report_solve, request_ok, solve_request
 from ..kernels.transforms import (
     decompose_matrix,
     pose_of,
@@ -220,8 +220,8 @@ def _stage_indices(
 
 def _solve_kernel(nested: bool):
     """The write solve, compiled for views with nested prims (``nested``: the parent chain is walked, solving the
-    written view prims on it) or without (the parent is an anchor or none, read directly: a smaller kernel, with
-    fewer registers, whose anchor load is issued before its branches)."""
+    written view prims on it) or without (the parent is an anchor or none, read directly). On an H200 the walk's
+    code alone cost a view without nesting ~1.2 us per write, never run (round 5 in perf/RESULTS.md)."""
 
     @wp.kernel(enable_backward=False, module="unique")
     def solve_writes(
@@ -260,37 +260,26 @@ def _solve_kernel(nested: bool):
         launch.
         """
         k = wp.tid()
-        # every load that needs no other load first is issued before the first branch (on an H200 a row's time is
-        # mostly its float64 solve and the kernel's size, not these loads: round 5 in perf/RESULTS.md)
-        word = status_out[0]
+        if failed(status_out):
+            return
         i = k
         if use_indices != 0:
             i = indices[k]
-        in_range = i >= 0 and i < count
-        j = wp.clamp(i, 0, count - 1)  # in bounds whatever the index; unused when out of range
-        r = req_row[j]
-        up = node_parent[j]
-        loc_i = view_local[slots[j]]
-        pw = _IDENTITY
-        if wp.static(not nested):  # the parent is an anchor or none: its world matrix is loaded before any branch
-            e = wp.where(up >= 0, extra_slots[wp.clamp(up - count, 0, extra_slots.shape[0] - 1)], 0)
-            anchor = extra_world[e]
-            if up >= 0:
-                pw = anchor
-        t, q, s = load_request(k, set_pos, pos, set_quat, quat, set_scale, scale)  # a written row's request row is k
-        if word != _STATUS_OK:
-            return
-        if not in_range:
-            if stage_rows != 0:
-                report(status_out, k, CODE_INDEX_RANGE)
-            return
-        if stage_rows != 0:
-            if wp.atomic_exch(req_row, i, k) != -1:
-                report(status_out, k, CODE_INDEX_DUPLICATE)
+            if i < 0 or i >= count:
+                if stage_rows != 0:
+                    report(status_out, k, CODE_INDEX_RANGE)
                 return
-            r = k
+            if stage_rows != 0:  # noqa: SIM102 - Warp kernels: plain branches
+                if wp.atomic_exch(req_row, i, k) != -1:
+                    report(status_out, k, CODE_INDEX_DUPLICATE)
+                    return
+        r = req_row[i]
         if r < 0:
             return
+        if not request_ok(r, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+            return
+        up = node_parent[i]
+        pw = _IDENTITY
         if wp.static(nested):
             chain = int(0)
             n = up
@@ -313,11 +302,10 @@ def _solve_kernel(nested: bool):
                     if rr >= 0:
                         loc, _st = solve_request(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
                     pw = loc @ pw
-        m, status = solve_values(loc_i, pw, in_world, set_pos, t, set_quat, q, set_scale, s)
-        # the values are checked after the walk and the solve, which do not wait for them: a bad row is not stored
-        if not values_ok(k, set_pos, t, set_quat, q, set_scale, s, status_out):
-            return
-        report_solve(status_out, k, status)
+        elif up >= 0:  # no nesting: the parent is an anchor
+            pw = extra_world[extra_slots[up - count]]
+        m, status = solve_request(view_local[slots[i]], pw, r, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+        report_solve(status_out, r, status)
         local_out[i] = m
         world_out[i] = m @ pw
 
@@ -371,33 +359,29 @@ def _commit_follow(
     Thread ``(0, 0)`` publishes the call's status word (final: the solve reported) when ``publish`` is set.
     """
     k, j = wp.tid()
-    # as in the solve, the loads that need no other load are issued before the first branch
-    word = status[0]
-    i = k
-    if use_indices != 0:
-        i = indices[k]
-    skip = i < 0 or i >= count
-    ic = wp.clamp(i, 0, count - 1)  # in bounds whatever the index; unused when out of range
-    own = req_row[ic]
     if j == 0:
-        s = slots[ic]
-        new_local = local_new[ic]
-        new_world = world_new[ic]
         written_slots_out[k] = -1
         if k == 0 and publish != 0:
             publish_word(status, counted, state, mirror)
-        if word != _STATUS_OK or skip or own < 0:
+    if status[0] != _STATUS_OK:
+        return
+    i = k
+    if use_indices != 0:
+        i = indices[k]
+        if i < 0 or i >= count:
             return
-        view_local_out[s] = new_local
-        view_world_out[s] = new_world
+    if req_row[i] < 0:
+        return
+    if j == 0:
+        s = slots[i]
+        view_local_out[s] = local_new[i]
+        view_world_out[s] = world_new[i]
         written_slots_out[k] = s
         return
     if follow == 0:
         return
-    first = start[ic]
-    last = start[ic + 1]
-    row_world = world_new[ic]
-    if word != _STATUS_OK or skip or own < 0 or j > last - first:
+    first = start[i]
+    if j > start[i + 1] - first:
         return
     d = nodes[first + j - 1]
     if d < count:  # noqa: SIM102 - Warp kernels: plain branches
@@ -408,12 +392,9 @@ def _commit_follow(
     up = node_parent[d]
     above = wp.mat44d()  # the world matrix above the walk: a written view prim's solved one, or the top's
     found = bool(False)
-    while up >= 0 and not found:
+    while up >= 0 and not found:  # no parent is loaded once the walk met a written prim
         n = up
-        if n == i:  # the row's own prim (its solved world matrix is loaded already)
-            above = row_world
-            found = True
-        elif n < count:  # noqa: SIM102 - Warp does not short-circuit: req_row has count entries
+        if n < count:  # noqa: SIM102 - Warp does not short-circuit: req_row has count entries
             if req_row[n] >= 0:
                 above = world_new[n]
                 found = True

@@ -21,68 +21,7 @@ from .._rows import (
 )
 from .transforms import WRITE_NOT_FINITE, WRITE_SHEAR, WRITE_SINGULAR_PARENT, solve_local
 
-__all__ = ["load_request", "report_solve", "request_ok", "solve_request", "solve_values", "values_ok"]
-
-
-@wp.func
-def load_request(
-    r: int,
-    set_pos: int,
-    pos: wp.array(dtype=wp.vec3f),
-    set_quat: int,
-    quat: wp.array(dtype=wp.quatf),
-    set_scale: int,
-    scale: wp.array(dtype=wp.vec3f),
-):
-    """Request row ``r``'s components as given (float32); the unset ones zero, or the identity rotation."""
-    t = wp.vec3f()
-    q = wp.quatf(0.0, 0.0, 0.0, 1.0)
-    s = wp.vec3f()
-    if set_pos != 0:
-        t = pos[r]
-    if set_quat != 0:
-        q = quat[r]
-    if set_scale != 0:
-        s = scale[r]
-    return t, q, s
-
-
-@wp.func
-def values_ok(
-    r: int,
-    set_pos: int,
-    t: wp.vec3f,
-    set_quat: int,
-    q: wp.quatf,
-    set_scale: int,
-    s: wp.vec3f,
-    status_out: wp.array(dtype=wp.int32),
-):
-    """Check request row ``r``'s components (:func:`load_request`: non-finite values, zero quaternion); report and
-    return False when bad."""
-    ok = True
-    if set_pos != 0:
-        for a in range(3):
-            if not wp.isfinite(t[a]):
-                ok = False
-    if set_scale != 0:
-        for a in range(3):
-            if not wp.isfinite(s[a]):
-                ok = False
-    if not ok:
-        report(status_out, r, CODE_VALUE_NOT_FINITE)
-    if set_quat != 0:
-        finite = True
-        for a in range(4):
-            if not wp.isfinite(q[a]):
-                finite = False
-        if not finite:
-            report(status_out, r, CODE_QUAT_NOT_FINITE)
-            ok = False
-        elif q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3] < 1.0e-12:
-            report(status_out, r, CODE_ZERO_QUATERNION)
-            ok = False
-    return ok
+__all__ = ["report_solve", "request_ok", "solve_request"]
 
 
 @wp.func
@@ -97,25 +36,30 @@ def request_ok(
     status_out: wp.array(dtype=wp.int32),
 ):
     """Check the request row ``r`` (non-finite values, zero quaternion); report and return False when bad."""
-    t, q, s = load_request(r, set_pos, pos, set_quat, quat, set_scale, scale)
-    return values_ok(r, set_pos, t, set_quat, q, set_scale, s, status_out)
-
-
-@wp.func
-def solve_values(
-    local: wp.mat44d,
-    parent_world: wp.mat44d,
-    in_world: int,
-    set_pos: int,
-    t: wp.vec3f,
-    set_quat: int,
-    q: wp.quatf,
-    set_scale: int,
-    s: wp.vec3f,
-):
-    """:func:`~frameview.kernels.transforms.solve_local` of a request's components (:func:`load_request`)."""
-    return solve_local(local, parent_world, in_world, set_pos, wp.vec3d(t), set_quat, wp.quatd(q), set_scale,
-                       wp.vec3d(s))  # fmt: skip
+    ok = True
+    if set_pos != 0:
+        for a in range(3):
+            if not wp.isfinite(pos[r][a]):
+                ok = False
+    if set_scale != 0:
+        for a in range(3):
+            if not wp.isfinite(scale[r][a]):
+                ok = False
+    if not ok:
+        report(status_out, r, CODE_VALUE_NOT_FINITE)
+    if set_quat != 0:
+        q = quat[r]
+        finite = True
+        for a in range(4):
+            if not wp.isfinite(q[a]):
+                finite = False
+        if not finite:
+            report(status_out, r, CODE_QUAT_NOT_FINITE)
+            ok = False
+        elif q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3] < 1.0e-12:
+            report(status_out, r, CODE_ZERO_QUATERNION)
+            ok = False
+    return ok
 
 
 @wp.func
@@ -131,9 +75,16 @@ def solve_request(
     set_scale: int,
     scale: wp.array(dtype=wp.vec3f),
 ):
-    """:func:`solve_values` of request row ``r``."""
-    t, q, s = load_request(r, set_pos, pos, set_quat, quat, set_scale, scale)
-    return solve_values(local, parent_world, in_world, set_pos, t, set_quat, q, set_scale, s)
+    t = wp.vec3d()
+    q = wp.quatd(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))
+    s = wp.vec3d()
+    if set_pos != 0:
+        t = wp.vec3d(pos[r])
+    if set_quat != 0:
+        q = wp.quatd(quat[r])
+    if set_scale != 0:
+        s = wp.vec3d(scale[r])
+    return solve_local(local, parent_world, in_world, set_pos, t, set_quat, q, set_scale, s)
 
 
 @wp.func

@@ -44,11 +44,15 @@ def decompose_matrix(m: wp.mat44d):
     sy = scale[1]
     sz = scale[2]
     # a zero axis has no direction: keep the rotation well defined
-    one = wp.float64(1.0)
-    tiny = wp.float64(_EPS)
-    ix = wp.where(wp.abs(sx) > tiny, one / sx, one)
-    iy = wp.where(wp.abs(sy) > tiny, one / sy, one)
-    iz = wp.where(wp.abs(sz) > tiny, one / sz, one)
+    ix = wp.float64(1.0)
+    iy = wp.float64(1.0)
+    iz = wp.float64(1.0)
+    if wp.abs(sx) > wp.float64(_EPS):
+        ix = wp.float64(1.0) / sx
+    if wp.abs(sy) > wp.float64(_EPS):
+        iy = wp.float64(1.0) / sy
+    if wp.abs(sz) > wp.float64(_EPS):
+        iz = wp.float64(1.0) / sz
     # column-vector rotation: its columns are the normalised rows
     rot = wp.mat33d(
         r0[0] * ix, r1[0] * iy, r2[0] * iz,
@@ -237,13 +241,13 @@ def solve_local(
       The local scale is kept unless ``set_s``, the local rotation unless ``set_q``;
     - a world write needs an invertible parent world matrix (``WRITE_SINGULAR_PARENT`` otherwise).
     """
-    # Every piece is computed before the status decides what is kept (no early returns); a failed check returns
-    # ``local`` unchanged. (An H200 probe found the same kernel time with early returns: round 5 in perf/RESULTS.md.)
-    singular = in_world != 0 and is_singular(parent_world)
-    rebuild = set_q != 0 or set_s != 0
-    sheared = rebuild and shear_error(local) > wp.float64(SHEAR_TOLERANCE)
+    status = int(WRITE_OK)
     out = local
-    if rebuild:
+    if in_world != 0 and is_singular(parent_world):
+        return out, WRITE_SINGULAR_PARENT
+    if set_q != 0 or set_s != 0:
+        if shear_error(local) > wp.float64(SHEAR_TOLERANCE):
+            return out, WRITE_SHEAR
         rows = wp.mat33d()
         scale = wp.vec3d()
         if set_q != 0:  # the local rotation is replaced: only the kept scale is needed
@@ -273,17 +277,10 @@ def solve_local(
         if in_world != 0:
             lt = local_point(t, parent_world)
         out = with_translation(out, lt)
-    finite = bool(True)
     for a in range(4):
         for b in range(4):
-            finite = finite and wp.isfinite(out[a, b])
-    status = wp.where(finite, WRITE_OK, WRITE_NOT_FINITE)
-    if sheared:
-        status = WRITE_SHEAR
-    if singular:
-        status = WRITE_SINGULAR_PARENT
-    if sheared or singular:
-        out = local
+            if not wp.isfinite(out[a, b]):
+                status = WRITE_NOT_FINITE
     return out, status
 
 
