@@ -89,17 +89,21 @@ def test_not_initialised_raises() -> None:
 
 
 def test_one_rank_returns_its_own_poses_as_tensors(one_rank_group: None) -> None:
-    """World size 1: the result is the rank's own poses, as new contiguous float32 tensors (not the view's buffers);
-    a Warp pair, a view, and dst=0 agree."""
+    """World size 1: the result is the rank's own poses, as float32 column views of one new (rows, 7) tensor per
+    call (not the view's buffers, not an earlier call's result); a Warp pair, a view, and dst=0 agree."""
     stage = rank_stage(0)
     with fv.FabricFrameView("/World/envs/env_.*/Robot/Camera", stage=stage, device="cpu") as cams:
         pos, quat = cams.get_world_poses()
         for g in (fv.all_gather_poses(cams), fv.all_gather_poses((pos, quat)), fv.all_gather_poses(cams, dst=0)):
             assert isinstance(g, fv.GatheredPoses) and g.counts == (cams.count,) and g.offsets == (0,)
-            assert g.positions.dtype == torch.float32 and g.positions.is_contiguous()
-            assert g.orientations.shape == (cams.count, 4) and g.orientations.is_contiguous()
+            assert g.positions.dtype == torch.float32 and g.positions.shape == (cams.count, 3)
+            assert g.orientations.shape == (cams.count, 4) and g.positions.stride() == g.orientations.stride() == (7, 1)
+            assert g.orientations.data_ptr() == g.positions.data_ptr() + 3 * 4  # one packed row per pose
             assert torch.equal(g.positions, wp.to_torch(pos)) and torch.equal(g.orientations, wp.to_torch(quat))
             assert g.positions.data_ptr() != wp.to_torch(pos).data_ptr()
+        again = fv.all_gather_poses((pos, quat))
+        assert again.positions.data_ptr() != g.positions.data_ptr()  # g is still alive: a new tensor, not reused
+        assert torch.equal(again.positions, g.positions) and torch.equal(again.orientations, g.orientations)
         ((p0, q0),) = g.per_rank()
         assert torch.equal(p0, g.positions) and torch.equal(q0, g.orientations)
 

@@ -53,9 +53,11 @@ _SEND: dict[tuple[int, str], tuple[Any, wp.array]] = {}
 """Send buffers of the CUDA path, by (rows, device): a torch tensor and its Warp view. Reused: the next call's pack
 runs on Warp's stream after that stream waited for torch's, which the collective ordered after itself."""
 
-_RECEIVE: dict[tuple[int, str, int], Any] = {}
-"""Receive buffers of the CUDA path, by (rows, device, torch stream): the collective and the unpack that reads the
-buffer run on that stream, so the next call's collective into it is ordered after this call's unpack."""
+_SPLIT = (3, _WIDTH - 3)
+"""Columns of a gathered row that are the position, and those that are the orientation."""
+
+_TORCH_DEVICES: dict[int, Any] = {}
+"""``torch.device("cuda", ordinal)`` by ordinal: made once, not per call."""
 
 _PACKS: dict[tuple, RecordedLaunch] = {}
 """Recorded pack launches by (input addresses, count, send buffer, rows): a view's outputs are the same each call."""
@@ -89,9 +91,11 @@ class GatheredPoses(NamedTuple):
     counts on every rank this is ``world_size * M`` rows, rank ``r``'s at ``r * M``.
 
     Attributes:
-        positions: (sum(counts), 3) float32 torch tensor, world frame, stage units, contiguous, on the device of the
-            poses that were passed in.
-        orientations: (sum(counts), 4) float32 torch tensor, **xyzw**, world frame, contiguous, same device.
+        positions: (sum(counts), 3) float32 torch tensor, world frame, stage units, on the device of the poses that
+            were passed in. A view of the call's one new (sum(counts), 7) tensor (row stride 7, not contiguous:
+            ``.contiguous()`` gives a packed copy).
+        orientations: (sum(counts), 4) float32 torch tensor, **xyzw**, world frame, same device; a view of the same
+            tensor.
         counts: Rows per rank, in rank order.
 
     Example:
@@ -196,7 +200,7 @@ def all_gather_poses(
     group, world, rank, backend = _group_facts(group)
     if dst is None and backend != "gloo" and _cuda_warp_pair(poses):  # NCCL serves the poses' device
         pos_w, quat_w = poses
-        m, device = pos_w.shape[0], torch.device("cuda", pos_w.device.ordinal)
+        m, device = pos_w.shape[0], _torch_device(pos_w.device.ordinal)
         counts = _all_counts(counts, m, world, rank, group, device)
         if max(counts) > 0:
             return _all_gather_cuda(pos_w, quat_w, counts, max(counts), group)
@@ -259,9 +263,9 @@ def _no_rows(device: Any, counts: tuple[int, ...]) -> GatheredPoses:
 
 def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], rows: int, group: Any) -> GatheredPoses:
     """The NCCL path for a view's Warp outputs: one recorded Warp launch packs them into a reused send buffer on
-    Warp's stream, torch's stream waits for it, one collective and the unpack run on torch's stream, and Warp's
-    stream waits for torch's (the view's next call overwrites ``pos`` / ``quat``, the next gather the send buffer).
-    Without the waits where both libraries use one stream."""
+    Warp's stream, torch's stream waits for it, the collective gathers into a new tensor on torch's stream, and
+    Warp's stream waits for torch's (the view's next call overwrites ``pos`` / ``quat``, the next gather the send
+    buffer). Without the waits where both libraries use one stream."""
     device = pos.device
     send_tensor, send = _remember(_SEND, (rows, str(device)), lambda: _send_buffer(rows, device))
     warp_stream = wp.get_stream(device)
@@ -273,27 +277,28 @@ def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], row
     same = torch_stream.cuda_stream == warp_stream.cuda_stream
     if not same:
         torch_stream.wait_stream(warp_stream)
-    out = _remember(_RECEIVE, (len(counts) * rows, str(device), torch_stream.cuda_stream),
-                    lambda: _receive_buffer(len(counts) * rows, send_tensor.device))  # fmt: skip
+    out = _receive_buffer(len(counts) * rows, send_tensor.device)
     _all_gather_single(out, send_tensor, group)
-    positions, orientations = _unpacked(out, counts, rows)  # torch ops on torch's stream, after the collective
     if not same:
         warp_stream.wait_stream(torch_stream)
+    positions, orientations = _unpacked(out, counts, rows)
     return GatheredPoses(positions, orientations, counts)
 
 
 def _unpacked(out: torch.Tensor, counts: tuple[int, ...], rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """New contiguous positions and orientations of the gathered ``out`` (world * rows, 7), padding rows dropped.
+    """Positions and orientations of the gathered ``out`` (world * rows, 7), padding rows dropped: column views of
+    ``out`` itself when no rank was padded, else of one new tensor of the ranks' rows.
 
-    Two ``contiguous()`` copies: on an H200 host one ``split_with_sizes_copy`` into one allocation cost ~10 us more
-    host time (``perf/RESULTS.md``)."""
+    Views, not copies: on an H200 host two ``contiguous()`` copies cost ~18 us of host time per gather, a new
+    receive tensor and one split ~6 us (``perf/RESULTS.md``)."""
     torch, _dist = _torch()
     flat = out if min(counts) == rows else torch.cat([out[r * rows : r * rows + c] for r, c in enumerate(counts)])
-    return flat[:, :3].contiguous(), flat[:, 3:].contiguous()
+    return flat.split_with_sizes(_SPLIT, 1)
 
 
 def _receive_buffer(rows: int, device: Any) -> torch.Tensor:
-    """The (rows, 7) float32 receive buffer of the CUDA path."""
+    """A new (rows, 7) float32 receive tensor: the result's positions and orientations are views of it, so no call
+    reuses another's (torch's caching allocator makes it cheap)."""
     torch, _dist = _torch()
     return torch.empty((rows, _WIDTH), dtype=torch.float32, device=device)
 
@@ -434,10 +439,18 @@ def _all_gather_single(out: torch.Tensor, send: torch.Tensor, group: Any) -> Non
 
 
 def _torch_stream(device: Any) -> wp.Stream:
-    """Torch's current stream on a CUDA Warp device, as a Warp stream (wrappers are kept: no per-call event)."""
+    """Torch's current stream on a CUDA Warp device, as a Warp stream (wrappers are kept: no per-call event). The
+    raw handle comes from torch's C binding where the build has it (~1 us less than ``torch.cuda.current_stream``)."""
     torch, _dist = _torch()
-    stream = torch.cuda.current_stream(device.ordinal)
-    return _remember(_TORCH_STREAMS, (str(device), int(stream.cuda_stream)), lambda: wp.stream_from_torch(stream))
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    handle = int(raw(device.ordinal)) if raw is not None else int(torch.cuda.current_stream(device.ordinal).cuda_stream)
+    return _remember(_TORCH_STREAMS, (str(device), handle), lambda: wp.Stream(device, cuda_stream=handle))
+
+
+def _torch_device(ordinal: int) -> Any:
+    """``torch.device("cuda", ordinal)``, made once per ordinal."""
+    torch, _dist = _torch()
+    return _remember(_TORCH_DEVICES, ordinal, lambda: torch.device("cuda", ordinal))
 
 
 def _remember(cache: dict, key: Any, make: Callable[[], Any], limit: int = 64) -> Any:
