@@ -181,7 +181,7 @@ class DeviceErrors:
         time. Not ``device.is_capturing``, which is also true while a view on another thread captures its own graph
         on its own stream."""
         if self._capturing is None:
-            self._capturing = self._device.is_cuda and wp.get_stream(self._device).is_capturing
+            self._capturing = self._device.is_cuda and self._device.stream.is_capturing
         return self._capturing
 
     def forget_capturing(self) -> None:
