@@ -46,12 +46,12 @@ _TORCH_VIEWS: dict[tuple[int, tuple[int, ...], Any, str], Any] = {}
 same every call, and making the view costs more host time than the gather's pack. Each entry keeps its Warp array
 alive (the tensor holds it), so its address cannot be reused while cached."""
 
-_TORCH_STREAMS: dict[tuple[str, int], wp.Stream] = {}
-"""Warp wrappers of torch's streams, by (device, stream handle): made once, not per call."""
+_TORCH_STREAMS: dict[tuple[int, int], wp.Stream] = {}
+"""Warp wrappers of torch's streams, by (CUDA ordinal, stream handle): made once, not per call."""
 
-_SEND: dict[tuple[int, str], tuple[Any, wp.array]] = {}
-"""Send buffers of the CUDA path, by (rows, device): a torch tensor and its Warp view. Reused: the next call's pack
-runs on Warp's stream after that stream waited for torch's, which the collective ordered after itself."""
+_SEND: dict[tuple[int, int], tuple[Any, wp.array]] = {}
+"""Send buffers of the CUDA path, by (rows, CUDA ordinal): a torch tensor and its Warp view. Reused: the next call's
+pack runs on Warp's stream after that stream waited for torch's, which the collective ordered after itself."""
 
 _SPLIT = (3, _WIDTH - 3)
 """Columns of a gathered row that are the position, and those that are the orientation."""
@@ -267,7 +267,7 @@ def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], row
     Warp's stream waits for torch's (the view's next call overwrites ``pos`` / ``quat``, the next gather the send
     buffer). Without the waits where both libraries use one stream."""
     device = pos.device
-    send_tensor, send = _remember(_SEND, (rows, str(device)), lambda: _send_buffer(rows, device))
+    send_tensor, send = _remember(_SEND, (rows, device.ordinal), lambda: _send_buffer(rows, device))
     warp_stream = wp.get_stream(device)
     torch_stream = _torch_stream(device)
     params = [pos, quat, pos.shape[0], send]
@@ -277,7 +277,7 @@ def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], row
     same = torch_stream.cuda_stream == warp_stream.cuda_stream
     if not same:
         torch_stream.wait_stream(warp_stream)
-    out = _receive_buffer(len(counts) * rows, send_tensor.device)
+    out = send_tensor.new_empty((len(counts) * rows, _WIDTH))  # new each call: the result views it
     _all_gather_single(out, send_tensor, group)
     if not same:
         warp_stream.wait_stream(torch_stream)
@@ -294,13 +294,6 @@ def _unpacked(out: torch.Tensor, counts: tuple[int, ...], rows: int) -> tuple[to
     torch, _dist = _torch()
     flat = out if min(counts) == rows else torch.cat([out[r * rows : r * rows + c] for r, c in enumerate(counts)])
     return flat.split_with_sizes(_SPLIT, 1)
-
-
-def _receive_buffer(rows: int, device: Any) -> torch.Tensor:
-    """A new (rows, 7) float32 receive tensor: the result's positions and orientations are views of it, so no call
-    reuses another's (torch's caching allocator makes it cheap)."""
-    torch, _dist = _torch()
-    return torch.empty((rows, _WIDTH), dtype=torch.float32, device=device)
 
 
 def _send_buffer(rows: int, device: Any) -> tuple[Any, wp.array]:
@@ -452,7 +445,7 @@ def _torch_stream(device: Any) -> wp.Stream:
     torch, _dist = _torch()
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     handle = int(raw(device.ordinal)) if raw is not None else int(torch.cuda.current_stream(device.ordinal).cuda_stream)
-    return _remember(_TORCH_STREAMS, (str(device), handle), lambda: wp.Stream(device, cuda_stream=handle))
+    return _remember(_TORCH_STREAMS, (device.ordinal, handle), lambda: wp.Stream(device, cuda_stream=handle))
 
 
 def _torch_device(ordinal: int) -> Any:
