@@ -261,3 +261,59 @@ def _cameras_after_write(stage: Usd.Stage, pos: np.ndarray, quat: np.ndarray) ->
     _t, _q, scale = decompose_all(robot_world)
     t, q, _s = decompose_all(np.stack([cam_local[i] @ compose(pos[i], quat[i], scale[i]) for i in range(N)]))
     return t, q
+
+
+@pytest.mark.parametrize("rows_kind", ["indices", "mask", "all"])
+@pytest.mark.parametrize("garbage", ["permuted", "out_of_range"])
+def test_a_stale_slot_table_costs_time_never_a_wrong_row(
+    stage: Usd.Stage, device: str, rows_kind: str, garbage: str
+) -> None:
+    """A view without nesting inverts its slot tables only when its Fabric arrays are rebuilt and verifies every
+    slot against the tag column: with both tables scrambled, a write still lands on the right prims (and their
+    cameras follow), and the tables it used are repaired."""
+    rng = np.random.default_rng(11)
+    first_pos, first_quat = rng.uniform(-2, 2, (N, 3)), random_quats(rng, N)
+    new_pos, new_quat = rng.uniform(-2, 2, (N, 3)), random_quats(rng, N)
+    written = {"indices": np.array([4, 0, 2]), "mask": np.flatnonzero(MASK), "all": np.arange(N)}[rows_kind]
+    want_pos, want_quat = first_pos.copy(), first_quat.copy()
+    want_pos[written], want_quat[written] = new_pos[written], new_quat[written]
+    cam_pos, cam_quat = _cameras_after_write(stage, want_pos, want_quat)
+    robots = fv.FabricFrameView(ROBOTS, stage=stage, device=device)
+    cams = fv.FabricFrameView(CAMERAS, stage=stage, device=device)
+    with robots, cams:
+        robots.set_world_poses(first_pos, first_quat)  # inverts the tables (fresh view)
+        robots.check()
+        true_slots, true_parents = robots._slots.numpy().copy(), robots._parent_slots.numpy().copy()
+        for table, size in ((robots._slots, N), (robots._parent_slots, true_parents.shape[0])):
+            bad = rng.permutation(size) if garbage == "permuted" else np.full(size, 10**6 if size % 2 else -5)
+            table.assign(bad.astype(np.int32))
+        rows = {"indices": {"indices": wp.array(written.astype(np.int32), dtype=wp.int32, device=device)},
+                "mask": {"mask": wp.array(MASK, dtype=wp.bool, device=device)}, "all": {}}[rows_kind]  # fmt: skip
+        data = (new_pos, new_quat) if rows_kind != "indices" else (new_pos[written], new_quat[written])
+        pos_in = wp.array(data[0], dtype=wp.vec3f, device=device)
+        robots.set_world_poses(pos_in, wp.array(data[1], dtype=wp.quatf, device=device), **rows)
+        robots.check()
+        pos, quat = (a.numpy() for a in robots.get_world_poses())
+        np.testing.assert_allclose(pos, want_pos, atol=1e-5)
+        assert_quats_close(quat, want_quat, atol=1e-5)
+        got_pos, got_quat = (a.numpy() for a in cams.get_world_poses())
+        np.testing.assert_allclose(got_pos, cam_pos, atol=1e-4)
+        assert_quats_close(got_quat, cam_quat, atol=1e-4)
+        np.testing.assert_array_equal(robots._slots.numpy()[written], true_slots[written])
+        assert np.all(robots._req_row.numpy() == -1)  # every claim released
+
+
+def test_claims_are_released_after_a_rejected_indexed_write(stage: Usd.Stage, device: str) -> None:
+    """A flat view's indexed write claims each prim for the call and releases it whatever happened: after a write
+    rejected for a duplicate or an out-of-range index, the same prims can be written again."""
+    rng = np.random.default_rng(12)
+    with fv.FabricFrameView(ROBOTS, stage=stage, device=device) as robots:
+        for bad in ([1, 3, 1], [2, N + 4, 5]):
+            with pytest.raises((ValueError, IndexError)):
+                robots.set_world_poses(np.zeros((3, 3)), indices=wp.array(bad, dtype=wp.int32, device=device))
+                robots.check()
+            assert np.all(robots._req_row.numpy() == -1)
+        pos = rng.uniform(-2, 2, (3, 3))
+        robots.set_world_poses(pos, indices=wp.array([1, 3, 5], dtype=wp.int32, device=device))
+        robots.check()
+        np.testing.assert_allclose(robots.get_world_poses([1, 3, 5])[0].numpy(), pos, atol=1e-5)

@@ -26,6 +26,7 @@ class SelectionsMixin:
     _parent_paths: tuple[str, ...]
     _arrays: dict[str, Any]
     _launches: dict[Any, Any]
+    _slots_fresh: bool
 
     if TYPE_CHECKING:
 
@@ -73,6 +74,7 @@ class SelectionsMixin:
             for name in attrs:
                 self._arrays[prefix + name] = wp.fabricarray(sel, name)
             self._launches.clear()
+            self._slots_fresh = False  # a write of a view without nesting inverts its slot tables again
 
     def _untagged(self, paths: Sequence[str], tag: str, limit: int = 3) -> list[str]:
         """Up to ``limit`` of ``paths`` that no longer carry ``tag`` (error path only: one lookup per prim)."""

@@ -150,7 +150,9 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         self._nested = bool(np.any((node_parent >= 0) & (node_parent < self.count)))
         self._slots = wp.empty(n, dtype=wp.int32, device=dev)
         self._parent_slots = wp.empty(max(len(self._parent_paths), 1), dtype=wp.int32, device=dev)
-        self._req_row = wp.full(n, -1, dtype=wp.int32, device=dev)  # view index -> request row, -1: not written
+        # view index -> request row, -1: not written (a view without nesting keeps it -1 between calls: its claims)
+        self._req_row = wp.full(n, -1, dtype=wp.int32, device=dev)
+        self._slots_fresh = False  # whether the slot tables were inverted since the Fabric arrays were last rebuilt
         self._req_all = wp.array(np.arange(n, dtype=np.int32), dtype=wp.int32, device=dev)
         self._new_local = wp.empty(n, dtype=wp.mat44d, device=dev)
         self._new_world = wp.empty(n, dtype=wp.mat44d, device=dev)

@@ -13,6 +13,8 @@ import warp as wp
 from .._rows import (
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
+    INDEXED,
+    MASK,
     STATUS_OK,
     failed,
     publish_word,
@@ -30,6 +32,8 @@ _ANCHOR = wp.constant(-2)
 """``node_parent`` of a node whose Fabric world matrix is read as is (the write cannot move it)."""
 _NAN = wp.constant(float("nan"))
 _NO_OFFSET = wp.quatf(0.0, 0.0, 0.0, 1.0)
+_KIND_INDEXED = wp.constant(INDEXED)
+_KIND_MASK = wp.constant(MASK)
 STAGE_ALL, STAGE_INDICES, STAGE_MASK = (wp.constant(k) for k in range(3))
 """Modes of :func:`_stage_write`: how a write's request rows are set."""
 
@@ -218,102 +222,185 @@ def _stage_indices(
         report(status_out, k, CODE_INDEX_DUPLICATE)
 
 
-def _solve_kernel(nested: bool):
-    """The write solve, compiled for views with nested prims (``nested``: the parent chain is walked, solving the
-    written view prims on it) or without (the parent is an anchor or none, read directly). On an H200 the walk's
-    code alone cost a view without nesting ~1.2 us per write, never run (round 5 in perf/RESULTS.md)."""
+@wp.func
+def _verified_slot(tags: wp.fabricarray(dtype=wp.uint32), table: wp.array(dtype=wp.int32), i: int, count: int):
+    """The Fabric slot of tagged prim ``i``: ``table[i]`` when the tag column confirms it (the prim at that slot
+    carries tag ``i``), else the slot found by scanning the column, written back to ``table``; -1 if no prim carries
+    the tag. A slot is never used unless its tag names the prim, so a stale table costs time, never a wrong row."""
+    s = table[i]
+    if s >= 0 and s < count:  # noqa: SIM102 - Warp does not short-circuit: tags[s] needs s in range
+        if int(tags[s]) == i:
+            return s
+    for t in range(count):
+        if int(tags[t]) == i:
+            table[i] = t
+            return t
+    return -1
 
-    @wp.kernel(enable_backward=False, module="unique")
-    def solve_writes(
-        # inputs
-        view_local: wp.fabricarray(dtype=wp.mat44d),
-        slots: wp.array(dtype=wp.int32),
-        extra_world: wp.fabricarray(dtype=wp.mat44d),
-        extra_local: wp.fabricarray(dtype=wp.mat44d),
-        extra_slots: wp.array(dtype=wp.int32),
-        node_parent: wp.array(dtype=wp.int32),
-        count: int,
-        indices: wp.array(dtype=wp.int32),
-        use_indices: int,
-        stage_rows: int,
-        req_row: wp.array(dtype=wp.int32),
-        in_world: int,
-        set_pos: int,
-        pos: wp.array(dtype=wp.vec3f),
-        set_quat: int,
-        quat: wp.array(dtype=wp.quatf),
-        set_scale: int,
-        scale: wp.array(dtype=wp.vec3f),
-        # outputs
-        local_out: wp.array(dtype=wp.mat44d),
-        world_out: wp.array(dtype=wp.mat44d),
-        status_out: wp.array(dtype=wp.int32),
-    ):
-        """New local and world matrix of each written view prim (into view-indexed scratch), nothing written to Fabric.
 
-        A prim's parent world matrix is the one it will have after this write: the chain of nodes above it (view prims,
-        the prims between nested view prims, then an anchor whose world this write cannot move) is composed top-down,
-        solving the written view prims of the chain on the way. O(depth^2) per row in the nesting depth, usually 1.
+@wp.kernel(enable_backward=False)
+def _invert_tables(
+    # inputs
+    tags: wp.fabricarray(dtype=wp.uint32),
+    parent_tags: wp.fabricarray(dtype=wp.uint32),
+    count: int,
+    parent_count: int,
+    # outputs
+    slots_out: wp.array(dtype=wp.int32),
+    parent_slots_out: wp.array(dtype=wp.int32),
+):
+    """Invert the view's and its parents' tag columns into their slot tables (over ``max(count, parent_count)``): a
+    flat view's write runs it only when the Fabric arrays were rebuilt; its kernels verify every slot they use."""
+    t = wp.tid()
+    if t < count:
+        slots_out[int(tags[t])] = t
+    if t < parent_count:
+        parent_slots_out[int(parent_tags[t])] = t
 
-        ``stage_rows`` (indexed writes of views without nesting, whose chains hold no view prim): each row stages its
-        own request row here, reporting indices out of range or given twice, instead of in a :func:`_stage_indices`
-        launch.
-        """
-        k = wp.tid()
-        if failed(status_out):
+
+@wp.kernel(enable_backward=False)
+def _solve_flat(
+    # inputs
+    tags: wp.fabricarray(dtype=wp.uint32),
+    view_local: wp.fabricarray(dtype=wp.mat44d),
+    slots: wp.array(dtype=wp.int32),
+    parent_tags: wp.fabricarray(dtype=wp.uint32),
+    parent_world: wp.fabricarray(dtype=wp.mat44d),
+    parent_slots: wp.array(dtype=wp.int32),
+    parent_count: int,
+    node_parent: wp.array(dtype=wp.int32),
+    count: int,
+    kind: int,
+    indices: wp.array(dtype=wp.int32),
+    mask: wp.array(dtype=wp.bool),
+    in_world: int,
+    set_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    set_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    set_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+    # outputs
+    claims: wp.array(dtype=wp.int32),
+    local_out: wp.array(dtype=wp.mat44d),
+    world_out: wp.array(dtype=wp.mat44d),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """The first launch of a write of a view without nested prims (no view prim lies above another, so each prim's
+    parent is an anchor that this write cannot move, or none): new local and world matrix of each written prim into
+    view-indexed scratch, nothing written to Fabric.
+
+    Rows: ``kind`` ALL (row ``k`` is prim ``k``), MASK (prim ``k`` if ``mask[k]``) or INDEXED (prim ``indices[k]``,
+    reported when out of range; each prim is claimed in ``claims``, -1 between calls, so an index given twice is
+    reported; :func:`_commit_flat` releases the claims). The slots come from the slot tables, verified against the
+    tag columns (:func:`_verified_slot`), so no launch inverts them while the Fabric arrays stay the same.
+    """
+    k = wp.tid()
+    if failed(status_out):
+        return
+    i = k
+    r = k
+    if kind == _KIND_INDEXED:
+        i = indices[k]
+        if i < 0 or i >= count:
+            report(status_out, k, CODE_INDEX_RANGE)
             return
-        i = k
-        if use_indices != 0:
-            i = indices[k]
-            if i < 0 or i >= count:
-                if stage_rows != 0:
-                    report(status_out, k, CODE_INDEX_RANGE)
-                return
-            if stage_rows != 0:  # noqa: SIM102 - Warp kernels: plain branches
-                if wp.atomic_exch(req_row, i, k) != -1:
-                    report(status_out, k, CODE_INDEX_DUPLICATE)
-                    return
-        r = req_row[i]
-        if r < 0:
+        if wp.atomic_exch(claims, i, k) != -1:
+            report(status_out, k, CODE_INDEX_DUPLICATE)
             return
-        if not request_ok(r, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+    elif kind == _KIND_MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
+        if not mask[k]:
             return
-        up = node_parent[i]
-        pw = _IDENTITY
-        if wp.static(nested):
-            chain = int(0)
-            n = up
-            while n >= 0:
-                chain += 1
-                n = node_parent[n]
-            for step in range(chain):
-                node = i
-                for _up in range(chain - step):
-                    node = node_parent[node]
-                if node >= count:
-                    e = extra_slots[node - count]
-                    if node_parent[node] == _ANCHOR:  # noqa: SIM108 - Warp kernels: plain branches
-                        pw = extra_world[e]
-                    else:
-                        pw = extra_local[e] @ pw
-                else:
-                    loc = view_local[slots[node]]
-                    rr = req_row[node]
-                    if rr >= 0:
-                        loc, _st = solve_request(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
-                    pw = loc @ pw
-        elif up >= 0:  # no nesting: the parent is an anchor
-            pw = extra_world[extra_slots[up - count]]
-        m, status = solve_request(view_local[slots[i]], pw, r, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
-        report_solve(status_out, r, status)
-        local_out[i] = m
-        world_out[i] = m @ pw
-
-    return solve_writes
+    if not request_ok(r, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+        return
+    s = _verified_slot(tags, slots, i, count)
+    pw = _IDENTITY
+    up = node_parent[i]
+    ps = int(0)
+    if up >= 0:
+        ps = _verified_slot(parent_tags, parent_slots, up - count, parent_count)
+        if ps >= 0:
+            pw = parent_world[ps]
+    if s < 0 or ps < 0:  # a tag missing from its column: the host's count check makes this unreachable
+        report(status_out, r, CODE_INDEX_RANGE)
+        return
+    m, status = solve_request(view_local[s], pw, r, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+    report_solve(status_out, r, status)
+    local_out[i] = m
+    world_out[i] = m @ pw
 
 
-_solve_writes = _solve_kernel(nested=True)
-_solve_flat = _solve_kernel(nested=False)
+@wp.kernel(enable_backward=False)
+def _solve_writes(
+    # inputs
+    view_local: wp.fabricarray(dtype=wp.mat44d),
+    slots: wp.array(dtype=wp.int32),
+    extra_world: wp.fabricarray(dtype=wp.mat44d),
+    extra_local: wp.fabricarray(dtype=wp.mat44d),
+    extra_slots: wp.array(dtype=wp.int32),
+    node_parent: wp.array(dtype=wp.int32),
+    count: int,
+    indices: wp.array(dtype=wp.int32),
+    use_indices: int,
+    req_row: wp.array(dtype=wp.int32),
+    in_world: int,
+    set_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    set_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    set_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+    # outputs
+    local_out: wp.array(dtype=wp.mat44d),
+    world_out: wp.array(dtype=wp.mat44d),
+    status_out: wp.array(dtype=wp.int32),
+):
+    """New local and world matrix of each written prim of a view with nested prims (into view-indexed scratch),
+    nothing written to Fabric; the request rows were staged by :func:`_stage_write` / :func:`_stage_indices`.
+
+    A prim's parent world matrix is the one it will have after this write: the chain of nodes above it (view prims,
+    the prims between nested view prims, then an anchor whose world this write cannot move) is composed top-down,
+    solving the written view prims of the chain on the way. O(depth^2) per row in the nesting depth, usually 1.
+    """
+    k = wp.tid()
+    if failed(status_out):
+        return
+    i = k
+    if use_indices != 0:
+        i = indices[k]
+        if i < 0 or i >= count:
+            return
+    r = req_row[i]
+    if r < 0:
+        return
+    if not request_ok(r, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+        return
+    pw = _IDENTITY
+    chain = int(0)
+    n = node_parent[i]
+    while n >= 0:
+        chain += 1
+        n = node_parent[n]
+    for step in range(chain):
+        node = i
+        for _up in range(chain - step):
+            node = node_parent[node]
+        if node >= count:
+            e = extra_slots[node - count]
+            if node_parent[node] == _ANCHOR:  # noqa: SIM108 - Warp kernels: plain branches
+                pw = extra_world[e]
+            else:
+                pw = extra_local[e] @ pw
+        else:
+            loc = view_local[slots[node]]
+            rr = req_row[node]
+            if rr >= 0:
+                loc, _st = solve_request(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+            pw = loc @ pw
+    m, status = solve_request(view_local[slots[i]], pw, r, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+    report_solve(status_out, r, status)
+    local_out[i] = m
+    world_out[i] = m @ pw
 
 
 @wp.kernel(enable_backward=False)
@@ -404,6 +491,90 @@ def _commit_follow(
     if not found:
         top = node_top[n]
         above = _IDENTITY
+        if top >= 0:
+            above = world_out[top]
+    world_out[node_slot[d]] = m @ above
+
+
+@wp.kernel(enable_backward=False)
+def _commit_flat(
+    # inputs
+    local_new: wp.array(dtype=wp.mat44d),
+    world_new: wp.array(dtype=wp.mat44d),
+    slots: wp.array(dtype=wp.int32),
+    count: int,
+    kind: int,
+    indices: wp.array(dtype=wp.int32),
+    mask: wp.array(dtype=wp.bool),
+    claims: wp.array(dtype=wp.int32),
+    status: wp.array(dtype=wp.int32),
+    start: wp.array(dtype=wp.int32),
+    nodes: wp.array(dtype=wp.int32),
+    node_slot: wp.array(dtype=wp.int32),
+    node_parent: wp.array(dtype=wp.int32),
+    node_top: wp.array(dtype=wp.int32),
+    follow: int,
+    local: wp.fabricarray(dtype=wp.mat44d),
+    # outputs
+    view_local_out: wp.fabricarray(dtype=wp.mat44d),
+    view_world_out: wp.fabricarray(dtype=wp.mat44d),
+    world_out: wp.fabricarray(dtype=wp.mat44d),
+    written_slots_out: wp.array(dtype=wp.int32),
+    # publish (DeviceErrors.publish_args)
+    publish: int,
+    counted: int,
+    state: wp.array(dtype=wp.int32),
+    mirror: wp.array(dtype=wp.uint64),
+):
+    """The second launch of a write of a view without nested prims (after :func:`_solve_flat`), over ``(rows, widest
+    + 1)``: thread ``(k, 0)`` releases row ``k``'s claim (whatever the call's status: ``claims`` is -1 between
+    calls) and copies the row's solved matrices into Fabric (the slot :func:`_solve_flat` verified); with
+    ``follow``, thread ``(k, j + 1)`` gives the ``j``-th descendant of that prim ``local @ ... @`` the prim's solved
+    world matrix. No descendant of a prim lies below another view prim (the view has no nesting), so no thread reads
+    what another writes. Nothing is written if any row of the call failed. Thread ``(0, 0)`` publishes the call's
+    status word (final: the solve reported) when ``publish`` is set."""
+    k, j = wp.tid()
+    if j == 0:
+        written_slots_out[k] = -1
+        if k == 0 and publish != 0:
+            publish_word(status, counted, state, mirror)
+    i = k
+    if kind == _KIND_INDEXED:
+        i = indices[k]
+        if i < 0 or i >= count:
+            return
+        if j == 0:  # noqa: SIM102 - Warp kernels: plain branches
+            if claims[i] == k:
+                claims[i] = -1
+    elif kind == _KIND_MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
+        if not mask[k]:
+            return
+    if status[0] != _STATUS_OK:
+        return
+    if j == 0:
+        s = slots[i]
+        view_local_out[s] = local_new[i]
+        view_world_out[s] = world_new[i]
+        written_slots_out[k] = s
+        return
+    if follow == 0:
+        return
+    first = start[i]
+    if j > start[i + 1] - first:
+        return
+    d = nodes[first + j - 1]
+    m = local[node_slot[d]]
+    n = d
+    up = node_parent[d]
+    while up >= 0 and up != i:
+        n = up
+        m = m @ local[node_slot[n]]
+        up = node_parent[n]
+    above = _IDENTITY
+    if up == i:
+        above = world_new[i]
+    else:  # not below the written prim (a plan lists only its descendants): the top's world, as in _commit_follow
+        top = node_top[n]
         if top >= 0:
             above = world_out[top]
     world_out[node_slot[d]] = m @ above

@@ -17,7 +17,9 @@ from .view_kernels import (
     STAGE_ALL,
     STAGE_INDICES,
     STAGE_MASK,
+    _commit_flat,
     _commit_follow,
+    _invert_tables,
     _solve_flat,
     _solve_writes,
     _stage_indices,
@@ -41,6 +43,7 @@ class WritesMixin:
     _parent_paths: tuple[str, ...]
     _node_parent: wp.array
     _nested: bool
+    _slots_fresh: bool
     _slots: wp.array
     _parent_slots: wp.array
     _req_row: wp.array
@@ -113,32 +116,19 @@ class WritesMixin:
         scale: wp.array | None,
         written: wp.array,
     ) -> list[tuple]:
-        """The launches of a write: stage (slot tables, request rows), [stage indices,] solve, commit + follow."""
+        """The launches of a write. A view without nested prims: [invert the slot tables, only after the Fabric
+        arrays were rebuilt,] solve, commit + follow. A view with nested prims: stage (slot tables, request rows),
+        [stage indices,] solve, commit + follow."""
         status, count, n_parents = self._errors.status, self.count, len(self._parent_paths)
         indexed = rows.kind == INDEXED
         indices = rows.indices if indexed else self._no_index
-        mode = STAGE_INDICES if indexed else (STAGE_MASK if rows.kind == MASK else STAGE_ALL)
-        req_row = self._req_all if rows.kind == ALL else self._req_row
         tags = self._arrays[self._tag]
         parent = "parent:" if n_parents else ""
         parent_tags = self._arrays["parent:" + self._parent_tag] if n_parents else tags
         view_world, view_local = self._arrays[WORLD_MATRIX], self._arrays[LOCAL_MATRIX]
-        steps: list[tuple] = [("stage", _stage_write, max(count, n_parents), [
-            tags, parent_tags, count, n_parents, int(mode), rows.mask if rows.kind == MASK else self._no_mask,
-            self._slots, self._parent_slots, self._req_row,
-        ])]  # fmt: skip
-        stage_in_solve = indexed and not self._nested
-        if indexed and not stage_in_solve:
-            steps.append(("stage_indices", _stage_indices, rows.count, [indices, count, self._req_row, status]))
-        solve = _solve_writes if self._nested else _solve_flat  # the flat one: parents are anchors, no walk
-        steps.append(("solve", solve, rows.count, [
-            view_local, self._slots, self._arrays[parent + WORLD_MATRIX], self._arrays[parent + LOCAL_MATRIX],
-            self._parent_slots, self._node_parent, count, indices, int(indexed), int(stage_in_solve), req_row,
-            int(in_world), int(pos is not None), self._no_vec3 if pos is None else pos,
-            int(quat is not None), self._no_quat if quat is None else quat,
-            int(scale is not None), self._no_vec3 if scale is None else scale,
-            self._new_local, self._new_world, status,
-        ]))  # fmt: skip
+        values = [int(in_world), int(pos is not None), self._no_vec3 if pos is None else pos,
+                  int(quat is not None), self._no_quat if quat is None else quat,
+                  int(scale is not None), self._no_vec3 if scale is None else scale]  # fmt: skip
         plan = self._follow
         if plan is not None and plan.width > 0:
             local_all, world_all = plan.columns()
@@ -146,8 +136,39 @@ class WritesMixin:
             width = plan.width + 1  # thread 0 of a row commits it, thread j + 1 its j-th descendant
         else:
             follow, world_all, width = [*(self._no_index,) * 5, 0, view_local], view_world, 1
+        outputs = [view_local, view_world, world_all, written]
+        steps: list[tuple] = []
+        if not self._nested:
+            mask = rows.mask if rows.kind == MASK else self._no_mask
+            if not self._slots_fresh:  # the Fabric arrays were rebuilt: invert once, then verify per use
+                steps.append(("invert_tables", _invert_tables, max(count, n_parents, 1), [
+                    tags, parent_tags, count, n_parents, self._slots, self._parent_slots]))  # fmt: skip
+                self._slots_fresh = True
+            steps.append(("solve_flat", _solve_flat, rows.count, [
+                tags, view_local, self._slots, parent_tags, self._arrays[parent + WORLD_MATRIX], self._parent_slots,
+                n_parents, self._node_parent, count, int(rows.kind), indices, mask, *values, self._req_row,
+                self._new_local, self._new_world, status,
+            ]))  # fmt: skip
+            steps.append(("commit_flat", _commit_flat, (rows.count, width), [
+                self._new_local, self._new_world, self._slots, count, int(rows.kind), indices, mask, self._req_row,
+                status, *follow, *outputs,
+            ], PUBLISHES))  # fmt: skip
+            return steps
+        mode = STAGE_INDICES if indexed else (STAGE_MASK if rows.kind == MASK else STAGE_ALL)
+        req_row = self._req_all if rows.kind == ALL else self._req_row
+        steps.append(("stage", _stage_write, max(count, n_parents), [
+            tags, parent_tags, count, n_parents, int(mode), rows.mask if rows.kind == MASK else self._no_mask,
+            self._slots, self._parent_slots, self._req_row,
+        ]))  # fmt: skip
+        if indexed:
+            steps.append(("stage_indices", _stage_indices, rows.count, [indices, count, self._req_row, status]))
+        steps.append(("solve", _solve_writes, rows.count, [
+            view_local, self._slots, self._arrays[parent + WORLD_MATRIX], self._arrays[parent + LOCAL_MATRIX],
+            self._parent_slots, self._node_parent, count, indices, int(indexed), req_row, *values,
+            self._new_local, self._new_world, status,
+        ]))  # fmt: skip
         steps.append(("commit", _commit_follow, (rows.count, width), [
             self._new_local, self._new_world, self._slots, count, indices, int(indexed), req_row, status, *follow,
-            view_local, view_world, world_all, written,
+            *outputs,
         ], PUBLISHES))  # fmt: skip
         return steps
