@@ -7,7 +7,7 @@ from typing import Any
 
 import warp as wp
 
-__all__ = ["SMALL_BLOCK", "OffsetKeys", "RecordedLaunch", "block_dim_for", "replay_graph"]
+__all__ = ["SMALL_BLOCK", "OffsetKeys", "RecordedLaunch", "block_dim_for"]
 
 
 class RecordedLaunch:
@@ -73,30 +73,6 @@ class OffsetKeys:
     def clear(self) -> None:
         """Forget every offset (and release the objects held)."""
         self._keys.clear()
-
-
-_GRAPH_LAUNCH: list[Any] = []
-"""Warp's native graph launch (``wp_cuda_graph_launch``), looked up on the first replay; ``[None]`` where this Warp
-has none by that name."""
-
-
-def replay_graph(graph: Any) -> None:
-    """``wp.capture_launch(graph)`` on the graph's device's current stream, as one native call once the graph has
-    been launched through Warp (instantiated): ``wp.capture_launch``'s per-call checks cost ~1.2 us of host time on an
-    H200 host, which every replayed read and write pays (``perf/RESULTS.md``, round 6). Falls back to
-    ``wp.capture_launch`` for graphs it does not handle (not yet instantiated, loaded, CPU) and for Warp versions
-    without that entry point."""
-    if not _GRAPH_LAUNCH:
-        from warp._src.context import runtime
-
-        _GRAPH_LAUNCH.append(getattr(getattr(runtime, "core", None), "wp_cuda_graph_launch", None))
-    launch = _GRAPH_LAUNCH[0]
-    graph_exec = getattr(graph, "graph_exec", None)
-    if launch is None or graph_exec is None or getattr(graph, "_native_graph", None) is not None:
-        wp.capture_launch(graph)
-        return
-    if not launch(graph_exec, graph.device.stream.cuda_stream):
-        raise RuntimeError(f"CUDA graph launch failed on {graph.device}")
 
 
 SMALL_BLOCK = 32

@@ -13,7 +13,7 @@ from typing import Any
 
 import warp as wp
 
-from .._launch import RecordedLaunch, block_dim_for, capture_stream, replay_graph
+from .._launch import RecordedLaunch, block_dim_for, capture_stream
 from .._rows import DeviceErrors
 from ..host import CAPTURE_LOCK
 
@@ -56,7 +56,7 @@ class LaunchingMixin:
             cmd.launch()
             return
         if graph is not None:
-            replay_graph(graph)
+            wp.capture_launch(graph)
             return
         if self._device.is_cuda and replays >= 1 and self._own_capture_stream() is not None:
             # capture on the view's own (non-blocking) stream: work other threads put on the device meanwhile is
@@ -106,7 +106,7 @@ class LaunchingMixin:
             with CAPTURE_LOCK, wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
                 self._launch_steps(steps, stream, in_graph=True)
             cached[1] = capture.graph
-        replay_graph(cached[1])
+        wp.capture_launch(cached[1])
         self._errors.executed()
 
     def _own_capture_stream(self) -> wp.Stream | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import warp as wp
 
-from .._launch import RecordedLaunch, block_dim_for, capture_stream, replay_graph
+from .._launch import RecordedLaunch, block_dim_for, capture_stream
 from .._rows import DeviceErrors
 from ..host import CAPTURE_LOCK
 
@@ -121,7 +121,7 @@ class LaunchCache:
 
     def _replay(self, graph: Any) -> None:
         """Launch a captured graph on the device's current stream."""
-        replay_graph(graph)
+        wp.capture_launch(graph)
 
     def _publish(self, publish: bool, stream: wp.Stream | None, in_graph: bool = False) -> None:
         """CUDA: publish the status word to pinned memory, for the view's check (nothing to do on the CPU)."""
