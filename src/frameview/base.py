@@ -43,6 +43,9 @@ from .writers import WriterScopesMixin
 _F = TypeVar("_F", bound=Callable[..., Any])
 _ViewT = TypeVar("_ViewT", bound="BaseFrameView")
 
+_POSE_BUFFERS = {space: (f"{space}_pos", f"{space}_quat", f"{space}_pose") for space in ("world", "local")}
+"""Output buffer names of the pose getters by space: positions, orientations, and the masked scratch's stem."""
+
 
 def _synchronized(method: _F) -> _F:
     """Run a public method under the view's lock: calls from several threads are serialised, never interleaved."""
@@ -200,12 +203,13 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
     def _get_poses(self, space: str, indices: IndicesLike, mask: MaskLike) -> tuple[wp.array, wp.array]:
         self._check_no_writer()
         rows = self._prepare(indices, mask)
-        pos = self._outputs(f"{space}_pos", wp.vec3f, rows.count)
-        quat = self._outputs(f"{space}_quat", wp.quatf, rows.count)
+        pos_name, quat_name, stem = _POSE_BUFFERS[space]
+        pos = self._outputs(pos_name, wp.vec3f, rows.count)
+        quat = self._outputs(quat_name, wp.quatf, rows.count)
         if rows.count == 0:
             return pos, quat
         read = self._read_world_poses if space == "world" else self._read_local_poses
-        self._read_rows(read, rows, f"{space}_pose", (pos, quat))
+        self._read_rows(read, rows, stem, (pos, quat))
         return pos, quat
 
     @_synchronized

@@ -45,7 +45,7 @@ class LaunchingMixin:
         Outputs are per thread, so the key includes their addresses, and the entry holds the output arrays: a recorded
         launch keeps raw pointers, which must not outlive (or be reused by) another allocation.
         """
-        key = (key, *(out.ptr for out in outputs))
+        key = (key, *[out.ptr for out in outputs])
         entry = self._launches.get(key)
         if entry is None:
             cmd = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=self._device, record_cmd=True,
