@@ -182,10 +182,10 @@ def _stage_write(
     parent_slots_out: wp.array(dtype=wp.int32),
     req_row_out: wp.array(dtype=wp.int32),
 ):
-    """The first launch of a write, over ``max(count, parent_count)``: invert the view's and its parents' tag
-    columns into their slot tables, and set the request rows of ``mode`` (``STAGE_ALL``: untouched, the caller passes
-    ``0..N-1``; ``STAGE_INDICES``: -1, the solve or :func:`_stage_indices` stages them; ``STAGE_MASK``: ``i`` where
-    ``mask[i]``, else -1)."""
+    """The first launch of a write of a view with nested prims, over ``max(count, parent_count)``: invert the view's
+    and its parents' tag columns into their slot tables, and set the request rows of ``mode`` (``STAGE_ALL``:
+    untouched, the caller passes ``0..N-1``; ``STAGE_INDICES``: -1, :func:`_stage_indices` stages them; ``STAGE_MASK``:
+    ``i`` where ``mask[i]``, else -1). Views without nesting skip it (:func:`_solve_flat`)."""
     t = wp.tid()
     if t < count:
         slots_out[int(tags[t])] = t
@@ -210,7 +210,7 @@ def _stage_indices(
     status_out: wp.array(dtype=wp.int32),
 ):
     """``req_row_out[indices[k]] = k`` (-1 before, :func:`_stage_write`); an index out of range or given twice is
-    reported. Nested views only: the solve of a view without nesting stages its own row."""
+    reported. Nested views only: the solve of a view without nesting claims its own rows."""
     k = wp.tid()
     if failed(status_out):
         return
