@@ -185,7 +185,8 @@ def _stage_write(
     """The first launch of a write of a view with nested prims, over ``max(count, parent_count)``: invert the view's
     and its parents' tag columns into their slot tables, and set the request rows of ``mode`` (``STAGE_ALL``:
     untouched, the caller passes ``0..N-1``; ``STAGE_INDICES``: -1, :func:`_stage_indices` stages them; ``STAGE_MASK``:
-    ``i`` where ``mask[i]``, else -1). Views without nesting skip it (:func:`_solve_flat`)."""
+    ``i`` where ``mask[i]``, else -1). A view without nesting runs it with ``STAGE_ALL`` only when its Fabric arrays
+    were rebuilt (its kernels verify every slot they use, :func:`_solve_flat`)."""
     t = wp.tid()
     if t < count:
         slots_out[int(tags[t])] = t
@@ -232,26 +233,6 @@ def _scan_slot(tags: wp.fabricarray(dtype=wp.uint32), table: wp.array(dtype=wp.i
             table[i] = t
             return t
     return -1
-
-
-@wp.kernel(enable_backward=False)
-def _invert_tables(
-    # inputs
-    tags: wp.fabricarray(dtype=wp.uint32),
-    parent_tags: wp.fabricarray(dtype=wp.uint32),
-    count: int,
-    parent_count: int,
-    # outputs
-    slots_out: wp.array(dtype=wp.int32),
-    parent_slots_out: wp.array(dtype=wp.int32),
-):
-    """Invert the view's and its parents' tag columns into their slot tables (over ``max(count, parent_count)``): a
-    flat view's write runs it only when the Fabric arrays were rebuilt; its kernels verify every slot they use."""
-    t = wp.tid()
-    if t < count:
-        slots_out[int(tags[t])] = t
-    if t < parent_count:
-        parent_slots_out[int(parent_tags[t])] = t
 
 
 @wp.kernel(enable_backward=False)

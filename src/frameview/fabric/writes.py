@@ -19,7 +19,6 @@ from .view_kernels import (
     STAGE_MASK,
     _commit_flat,
     _commit_follow,
-    _invert_tables,
     _solve_flat,
     _solve_writes,
     _stage_indices,
@@ -141,8 +140,9 @@ class WritesMixin:
         if not self._nested:
             mask = rows.mask if rows.kind == MASK else self._no_mask
             if not self._slots_fresh:  # the Fabric arrays were rebuilt: invert once, then verify per use
-                steps.append(("invert_tables", _invert_tables, max(count, n_parents, 1), [
-                    tags, parent_tags, count, n_parents, self._slots, self._parent_slots]))  # fmt: skip
+                steps.append(("invert_tables", _stage_write, max(count, n_parents, 1), [
+                    tags, parent_tags, count, n_parents, int(STAGE_ALL), self._no_mask, self._slots, self._parent_slots,
+                    self._req_row]))  # fmt: skip
                 self._slots_fresh = True
             steps.append(("solve_flat", _solve_flat, rows.count, [
                 tags, view_local, self._slots, parent_tags, self._arrays[parent + WORLD_MATRIX], self._parent_slots,
