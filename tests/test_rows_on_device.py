@@ -269,8 +269,8 @@ def test_a_stale_slot_table_costs_time_never_a_wrong_row(
     stage: Usd.Stage, device: str, rows_kind: str, garbage: str
 ) -> None:
     """A view without nesting inverts its slot tables only when its Fabric arrays are rebuilt and verifies every
-    slot against the tag column: with both tables scrambled, a write still lands on the right prims (and their
-    cameras follow), and the tables it used are repaired."""
+    slot against the tag column: with its three tables scrambled (view slots, parent slots, each row's parent slot),
+    a write still lands on the right prims (and their cameras follow), and the tables it used are repaired."""
     rng = np.random.default_rng(11)
     first_pos, first_quat = rng.uniform(-2, 2, (N, 3)), random_quats(rng, N)
     new_pos, new_quat = rng.uniform(-2, 2, (N, 3)), random_quats(rng, N)
@@ -284,7 +284,10 @@ def test_a_stale_slot_table_costs_time_never_a_wrong_row(
         robots.set_world_poses(first_pos, first_quat)  # inverts the tables (fresh view)
         robots.check()
         true_slots, true_parents = robots._slots.numpy().copy(), robots._parent_slots.numpy().copy()
-        for table, size in ((robots._slots, N), (robots._parent_slots, true_parents.shape[0])):
+        true_row_parents = robots._row_parent_slots.numpy().copy()  # per view index: its parent's slot
+        assert np.array_equal(true_row_parents, true_parents[robots._node_parent.numpy()[:N] - N])
+        tables = ((robots._slots, N), (robots._parent_slots, true_parents.shape[0]), (robots._row_parent_slots, N))
+        for table, size in tables:
             bad = rng.permutation(size) if garbage == "permuted" else np.full(size, 10**6 if size % 2 else -5)
             table.assign(bad.astype(np.int32))
         rows = {"indices": {"indices": wp.array(written.astype(np.int32), dtype=wp.int32, device=device)},
@@ -300,6 +303,7 @@ def test_a_stale_slot_table_costs_time_never_a_wrong_row(
         np.testing.assert_allclose(got_pos, cam_pos, atol=1e-4)
         assert_quats_close(got_quat, cam_quat, atol=1e-4)
         np.testing.assert_array_equal(robots._slots.numpy()[written], true_slots[written])
+        np.testing.assert_array_equal(robots._row_parent_slots.numpy()[written], true_row_parents[written])
         assert np.all(robots._req_row.numpy() == -1)  # every claim released
 
 

@@ -150,6 +150,8 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         self._nested = bool(np.any((node_parent >= 0) & (node_parent < self.count)))
         self._slots = wp.empty(n, dtype=wp.int32, device=dev)
         self._parent_slots = wp.empty(max(len(self._parent_paths), 1), dtype=wp.int32, device=dev)
+        # view index -> its parent's slot (a write of a view without nesting verifies each entry, repairs stale ones)
+        self._row_parent_slots = wp.full(n, -1, dtype=wp.int32, device=dev)
         # view index -> request row, -1: not written (a view without nesting keeps it -1 between calls: its claims)
         self._req_row = wp.full(n, -1, dtype=wp.int32, device=dev)
         self._slots_fresh = False  # whether the slot tables were inverted since the Fabric arrays were last rebuilt

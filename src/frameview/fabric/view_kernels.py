@@ -20,10 +20,11 @@ from .._rows import (
     publish_word,
     report,
 )
-from ..kernels.requests import report_solve, request_ok, solve_request
+from ..kernels.requests import report_solve, request_ok, request_values, solve_request, values_ok
 from ..kernels.transforms import (
     decompose_matrix,
     pose_of,
+    solve_local,
 )
 
 _IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
@@ -258,6 +259,7 @@ def _solve_flat(
     set_scale: int,
     scale: wp.array(dtype=wp.vec3f),
     # outputs
+    row_parent_slots: wp.array(dtype=wp.int32),
     claims: wp.array(dtype=wp.int32),
     local_out: wp.array(dtype=wp.mat44d),
     world_out: wp.array(dtype=wp.mat44d),
@@ -269,41 +271,37 @@ def _solve_flat(
 
     Rows: ``kind`` ALL (row ``k`` is prim ``k``), MASK (prim ``k`` if ``mask[k]``) or INDEXED (prim ``indices[k]``,
     reported when out of range; each prim is claimed in ``claims``, -1 between calls, so an index given twice is
-    reported; :func:`_commit_flat` releases the claims). The slots come from the slot tables and are used only when
-    the tag column confirms them (the prim there carries the row's tag), else found by :func:`_scan_slot`: no launch
-    inverts the tables while the Fabric arrays stay the same, and a stale table costs time, never a wrong row.
+    reported; :func:`_commit_flat` releases the claims). A prim's slot comes from ``slots``, its parent's from
+    ``row_parent_slots`` (per view index), each used only when the tag column confirms it (the prim there carries the
+    expected tag), else found through ``parent_slots`` or by :func:`_scan_slot` and written back: no launch inverts the
+    tables while the Fabric arrays stay the same, and a stale table costs time, never a wrong row.
 
-    Every load that does not depend on another is issued before the checks (H200, 256 masked rows of 8192: 7.7 us
-    instead of 8.5 with the checks first, perf/RESULTS.md); nothing is reported after an earlier call failed.
+    Past the mask, every load is issued before the first branch on a loaded value (an index is clamped into range
+    for that; the checks come after), and the parent's slot is one load (H200, 256 masked rows of 8192: 6.7 us
+    per launch instead of 7.6, perf/RESULTS.md).
     """
     k = wp.tid()
-    dead = failed(status_out)
     i = k
     if kind == _KIND_INDEXED:
         i = indices[k]
-    elif kind == _KIND_MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
-        if not mask[k]:
+    if kind == _KIND_MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
+        if not mask[k]:  # first: a reset's mask leaves most rows out, whose loads would only cost bandwidth
             return
-    if i < 0 or i >= count:
+    dead = failed(status_out)
+    t, q, sc = request_values(k, set_pos, pos, set_quat, quat, set_scale, scale)
+    ic = wp.clamp(i, 0, count - 1)
+    s = slots[ic]
+    up = node_parent[ic]
+    ps = row_parent_slots[ic]
+    local = view_local[wp.clamp(s, 0, count - 1)]
+    tag = int(tags[wp.clamp(s, 0, count - 1)])
+    pc = wp.clamp(ps, 0, wp.max(parent_count, 1) - 1)
+    pw = parent_world[pc]
+    parent_tag = int(parent_tags[pc])
+    if i != ic:
         if not dead:
             report(status_out, k, CODE_INDEX_RANGE)
         return
-    s = slots[i]
-    up = node_parent[i]
-    p = up - count
-    ps = int(-1)
-    if up >= 0:
-        ps = parent_slots[p]
-    local = wp.mat44d()
-    tag = int(-1)
-    if s >= 0 and s < count:
-        local = view_local[s]
-        tag = int(tags[s])
-    pw = _IDENTITY
-    parent_tag = int(-1)
-    if up >= 0 and ps >= 0 and ps < parent_count:
-        pw = parent_world[ps]
-        parent_tag = int(parent_tags[ps])
     claimed = int(-1)
     if kind == _KIND_INDEXED:
         claimed = wp.atomic_exch(claims, i, k)
@@ -312,21 +310,28 @@ def _solve_flat(
     if claimed != -1:
         report(status_out, k, CODE_INDEX_DUPLICATE)
         return
-    if not request_ok(k, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+    if not values_ok(k, set_pos, t, set_quat, q, set_scale, sc, status_out):
         return
-    if tag != i:  # a stale slot table: scan the column (and repair the table)
+    if tag != i or s < 0 or s >= count:  # a stale slot table: scan the column (and repair the table)
         s = _scan_slot(tags, slots, i, count)
         if s < 0:  # a tag missing from its column: the host's count check makes this unreachable
             report(status_out, k, CODE_INDEX_RANGE)
             return
         local = view_local[s]
-    if up >= 0 and parent_tag != p:
-        ps = _scan_slot(parent_tags, parent_slots, p, parent_count)
-        if ps < 0:
-            report(status_out, k, CODE_INDEX_RANGE)
-            return
-        pw = parent_world[ps]
-    m, status = solve_request(local, pw, k, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+    if up < 0:
+        pw = _IDENTITY
+    else:
+        p = up - count
+        if parent_tag != p or ps < 0 or ps >= parent_count:  # stale: the inverted table, else a scan
+            ps = parent_slots[p]
+            if ps < 0 or ps >= parent_count or int(parent_tags[wp.clamp(ps, 0, parent_count - 1)]) != p:
+                ps = _scan_slot(parent_tags, parent_slots, p, parent_count)
+            if ps < 0:
+                report(status_out, k, CODE_INDEX_RANGE)
+                return
+            row_parent_slots[i] = ps
+            pw = parent_world[ps]
+    m, status = solve_local(local, pw, in_world, set_pos, t, set_quat, q, set_scale, sc)
     report_solve(status_out, k, status)
     local_out[i] = m
     world_out[i] = m @ pw

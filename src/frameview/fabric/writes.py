@@ -45,6 +45,7 @@ class WritesMixin:
     _slots_fresh: bool
     _slots: wp.array
     _parent_slots: wp.array
+    _row_parent_slots: wp.array
     _req_row: wp.array
     _req_all: wp.array
     _new_local: wp.array
@@ -146,8 +147,8 @@ class WritesMixin:
                 self._slots_fresh = True
             steps.append(("solve_flat", _solve_flat, rows.count, [
                 tags, view_local, self._slots, parent_tags, self._arrays[parent + WORLD_MATRIX], self._parent_slots,
-                n_parents, self._node_parent, count, int(rows.kind), indices, mask, *values, self._req_row,
-                self._new_local, self._new_world, status,
+                n_parents, self._node_parent, count, int(rows.kind), indices, mask, *values, self._row_parent_slots,
+                self._req_row, self._new_local, self._new_world, status,
             ]))  # fmt: skip
             steps.append(("commit_flat", _commit_flat, (rows.count, width), [
                 self._new_local, self._new_world, self._slots, count, int(rows.kind), indices, mask, self._req_row,

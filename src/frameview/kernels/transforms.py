@@ -91,17 +91,6 @@ def pose_of(m: wp.mat44d, offset: wp.quatf):
     return wp.vec3f(t), wp.quatf(r)
 
 
-@wp.func
-def is_singular(m: wp.mat44d):
-    """True when the upper 3x3 of ``m`` cannot be inverted (a zero scale): its volume is negligible against the
-    product of its axis lengths."""
-    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
-    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
-    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
-    volume = wp.abs(wp.dot(wp.cross(r0, r1), r2))
-    return not (volume > wp.float64(1.0e-12) * wp.length(r0) * wp.length(r1) * wp.length(r2))
-
-
 SHEAR_TOLERANCE = wp.constant(1.0e-6)
 """Largest cosine between two rows of a local 3x3 above which it counts as sheared."""
 
@@ -134,6 +123,27 @@ def shear_error(m: wp.mat44d):
 
 
 @wp.func
+def is_sheared(m: wp.mat44d):
+    """``shear_error(m) > SHEAR_TOLERANCE``, without its divisions (what a write checks)."""
+    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
+    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
+    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
+    l0 = wp.length(r0)
+    l1 = wp.length(r1)
+    l2 = wp.length(r2)
+    tiny = wp.float64(_EPS)
+    tol = wp.float64(SHEAR_TOLERANCE)
+    sheared = False
+    if l0 > tiny and l1 > tiny and wp.abs(wp.dot(r0, r1)) > tol * l0 * l1:
+        sheared = True
+    if l0 > tiny and l2 > tiny and wp.abs(wp.dot(r0, r2)) > tol * l0 * l2:
+        sheared = True
+    if l1 > tiny and l2 > tiny and wp.abs(wp.dot(r1, r2)) > tol * l1 * l2:
+        sheared = True
+    return sheared
+
+
+@wp.func
 def rotation_rows(m: wp.mat44d):
     """The rotation (rows: the unit axes) and per-axis scale of a shear-free upper 3x3, the mirror on x as in
     :func:`decompose_matrix`; where an axis has zero length the rotation comes from :func:`decompose_matrix`."""
@@ -147,21 +157,6 @@ def rotation_rows(m: wp.mat44d):
         )  # fmt: skip
         return rows, s
     return wp.transpose(wp.quat_to_matrix(q)), s
-
-
-@wp.func
-def orthogonal_part(p: wp.mat44d):
-    """The orthogonal matrix (rows) of a parent's upper 3x3 ``s * M``: Gram-Schmidt on its rows, with ``det M`` the
-    sign of its determinant (exact for a similarity, mirrors included; the nearest frame otherwise)."""
-    r0 = wp.vec3d(p[0, 0], p[0, 1], p[0, 2])
-    r1 = wp.vec3d(p[1, 0], p[1, 1], p[1, 2])
-    r2 = wp.vec3d(p[2, 0], p[2, 1], p[2, 2])
-    m0 = wp.normalize(r0)
-    m1 = wp.normalize(r1 - wp.dot(r1, m0) * m0)
-    m2 = wp.cross(m0, m1)
-    if wp.dot(wp.cross(r0, r1), r2) < wp.float64(0.0):
-        m2 = -m2
-    return wp.mat33d(m0[0], m0[1], m0[2], m1[0], m1[1], m1[2], m2[0], m2[1], m2[2])
 
 
 @wp.func
@@ -243,39 +238,58 @@ def solve_local(
     """
     status = int(WRITE_OK)
     out = local
-    if in_world != 0 and is_singular(parent_world):
+    zero = wp.float64(0.0)
+    one = wp.float64(1.0)
+    # the parent's rows, their lengths and volume (its upper 3x3's determinant), computed once: the singular check,
+    # the orthogonal part, the parent's scale and the local translation all use them
+    p0 = wp.vec3d(parent_world[0, 0], parent_world[0, 1], parent_world[0, 2])
+    p1 = wp.vec3d(parent_world[1, 0], parent_world[1, 1], parent_world[1, 2])
+    p2 = wp.vec3d(parent_world[2, 0], parent_world[2, 1], parent_world[2, 2])
+    c12 = wp.cross(p1, p2)
+    volume = wp.dot(p0, c12)
+    pl0 = wp.length(p0)
+    pl1 = wp.length(p1)
+    pl2 = wp.length(p2)
+    if in_world != 0 and not (wp.abs(volume) > wp.float64(1.0e-12) * pl0 * pl1 * pl2):  # is_singular
         return out, WRITE_SINGULAR_PARENT
+    mirror = one
+    if volume < zero:
+        mirror = -one
     if set_q != 0 or set_s != 0:
-        if shear_error(local) > wp.float64(SHEAR_TOLERANCE):
+        if is_sheared(local):
             return out, WRITE_SHEAR
         rows = wp.mat33d()
         scale = wp.vec3d()
         if set_q != 0:  # the local rotation is replaced: only the kept scale is needed
             scale = axis_scale(local)
+            rows = wp.transpose(wp.quat_to_matrix(wp.normalize(q)))
+            if in_world != 0:  # diag(e, 1, 1) R(q) M^T, M = orthogonal_part(parent_world), e = det M
+                m0 = p0 / pl0
+                m1 = wp.normalize(p1 - wp.dot(p1, m0) * m0)
+                m2 = wp.cross(m0, m1) * mirror
+                rows = rows @ wp.mat33d(m0[0], m1[0], m2[0], m0[1], m1[1], m2[1], m0[2], m1[2], m2[2])
+                if mirror < zero:
+                    rows[0] = -rows[0]
         else:
             rows, scale = rotation_rows(local)
-        m = wp.mat33d()
-        e = wp.float64(1.0)
-        if in_world != 0:
-            m = orthogonal_part(parent_world)
-            e = wp.determinant(m)
-        if set_q != 0:
-            rows = wp.transpose(wp.quat_to_matrix(wp.normalize(q)))
-            if in_world != 0:
-                flip = wp.mat33d(e, wp.float64(0.0), wp.float64(0.0),
-                                 wp.float64(0.0), wp.float64(1.0), wp.float64(0.0),
-                                 wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))  # fmt: skip
-                rows = flip @ rows @ wp.transpose(m)
         if set_s != 0:
             scale = s
             if in_world != 0:  # per parent axis: its length (a mirror's sign on x, as decompose_matrix reports)
-                _pt, _pq, ps = decompose_matrix(parent_world)
-                scale = wp.vec3d(s[0] / ps[0], s[1] / ps[1], s[2] / ps[2])
+                scale = wp.vec3d(s[0] / (pl0 * mirror), s[1] / pl1, s[2] / pl2)
         out = with_upper(local, scale, rows)
     if set_t != 0:
         lt = t
         if in_world != 0:
-            lt = local_point(t, parent_world)
+            if (
+                parent_world[0, 3] != zero
+                or parent_world[1, 3] != zero
+                or parent_world[2, 3] != zero
+                or (parent_world[3, 3] != one)
+            ):
+                lt = local_point(t, parent_world)
+            else:  # affine (what Fabric holds): (t - translation) @ inverse(upper 3x3), through its adjugate
+                v = t - wp.vec3d(parent_world[3, 0], parent_world[3, 1], parent_world[3, 2])
+                lt = wp.vec3d(wp.dot(v, c12), wp.dot(v, wp.cross(p2, p0)), wp.dot(v, wp.cross(p0, p1))) / volume
         out = with_translation(out, lt)
     for a in range(4):
         for b in range(4):
