@@ -34,32 +34,77 @@ def axis_scale(m: wp.mat44d):
 
 
 @wp.func
-def decompose_matrix(m: wp.mat44d):
-    """Split a row-vector matrix into translation, xyzw rotation (``w >= 0``) and per-axis scale."""
-    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
-    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
-    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
-    scale = axis_scale(m)
-    sx = scale[0]
-    sy = scale[1]
-    sz = scale[2]
-    # a zero axis has no direction: keep the rotation well defined
+def rotation_quat(rot: wp.mat33d):
+    """The xyzw quaternion of a column-vector rotation matrix, not normalised (unit up to rounding for a rotation):
+    Shepperd's method, the largest of ``|w|``, ``|x|``, ``|y|``, ``|z|`` from the diagonal and the others from
+    off-diagonal sums. Constant indices only: Warp's ``quat_from_matrix`` indexes the diagonal by a variable, which
+    puts the matrix in local memory (a store and a load on every read)."""
+    one = wp.float64(1.0)
+    half = wp.float64(0.5)
+    d0 = rot[0, 0]
+    d1 = rot[1, 1]
+    d2 = rot[2, 2]
+    tr = d0 + d1 + d2
+    x = wp.float64(0.0)
+    y = wp.float64(0.0)
+    z = wp.float64(0.0)
+    w = wp.float64(0.0)
+    if tr >= wp.float64(0.0):
+        h = wp.sqrt(tr + one)
+        w = half * h
+        h = half / h
+        x = (rot[2, 1] - rot[1, 2]) * h
+        y = (rot[0, 2] - rot[2, 0]) * h
+        z = (rot[1, 0] - rot[0, 1]) * h
+    elif d0 >= d1 and d0 >= d2:
+        h = wp.sqrt(d0 - (d1 + d2) + one)
+        x = half * h
+        h = half / h
+        y = (rot[0, 1] + rot[1, 0]) * h
+        z = (rot[2, 0] + rot[0, 2]) * h
+        w = (rot[2, 1] - rot[1, 2]) * h
+    elif d1 >= d2:
+        h = wp.sqrt(d1 - (d2 + d0) + one)
+        y = half * h
+        h = half / h
+        z = (rot[1, 2] + rot[2, 1]) * h
+        x = (rot[0, 1] + rot[1, 0]) * h
+        w = (rot[0, 2] - rot[2, 0]) * h
+    else:
+        h = wp.sqrt(d2 - (d0 + d1) + one)
+        z = half * h
+        h = half / h
+        x = (rot[2, 0] + rot[0, 2]) * h
+        y = (rot[1, 2] + rot[2, 1]) * h
+        w = (rot[1, 0] - rot[0, 1]) * h
+    return wp.quatd(x, y, z, w)
+
+
+@wp.func
+def axis_rotation(m: wp.mat44d, scale: wp.vec3d):
+    """The column-vector rotation of a row-vector matrix whose per-axis scale is ``scale``: its columns are the
+    upper 3x3's rows divided by their scale (a zero axis is left as is: it has no direction)."""
     ix = wp.float64(1.0)
     iy = wp.float64(1.0)
     iz = wp.float64(1.0)
-    if wp.abs(sx) > wp.float64(_EPS):
-        ix = wp.float64(1.0) / sx
-    if wp.abs(sy) > wp.float64(_EPS):
-        iy = wp.float64(1.0) / sy
-    if wp.abs(sz) > wp.float64(_EPS):
-        iz = wp.float64(1.0) / sz
-    # column-vector rotation: its columns are the normalised rows
-    rot = wp.mat33d(
-        r0[0] * ix, r1[0] * iy, r2[0] * iz,
-        r0[1] * ix, r1[1] * iy, r2[1] * iz,
-        r0[2] * ix, r1[2] * iy, r2[2] * iz,
+    if wp.abs(scale[0]) > wp.float64(_EPS):
+        ix = wp.float64(1.0) / scale[0]
+    if wp.abs(scale[1]) > wp.float64(_EPS):
+        iy = wp.float64(1.0) / scale[1]
+    if wp.abs(scale[2]) > wp.float64(_EPS):
+        iz = wp.float64(1.0) / scale[2]
+    return wp.mat33d(
+        m[0, 0] * ix, m[1, 0] * iy, m[2, 0] * iz,
+        m[0, 1] * ix, m[1, 1] * iy, m[2, 1] * iz,
+        m[0, 2] * ix, m[1, 2] * iy, m[2, 2] * iz,
     )  # fmt: skip
-    q = wp.normalize(wp.quat_from_matrix(rot))
+
+
+@wp.func
+def decompose_matrix(m: wp.mat44d):
+    """Split a row-vector matrix into translation, xyzw rotation (``w >= 0``) and per-axis scale."""
+    scale = axis_scale(m)
+    q = wp.normalize(rotation_quat(axis_rotation(m, scale)))
     if q[3] < wp.float64(0.0):
         q = -q
     t = wp.vec3d(m[3, 0], m[3, 1], m[3, 2])
@@ -80,15 +125,18 @@ def compose_matrix(t: wp.vec3d, q: wp.quatd, s: wp.vec3d):
 
 @wp.func
 def pose_of(m: wp.mat44d, offset: wp.quatf):
-    """Position and xyzw orientation (``w >= 0``) of a matrix, the orientation right-multiplied by ``offset`` unless
-    ``offset`` is the identity (plain reads skip the product)."""
-    t, q, _s = decompose_matrix(m)
-    if offset[3] == 1.0:  # the identity (a unit quaternion with w == 1): decompose_matrix's q is already canonical
-        return wp.vec3f(t), wp.quatf(q)
-    r = wp.normalize(q * wp.quatd(offset))
-    if r[3] < wp.float64(0.0):
-        r = -r
-    return wp.vec3f(t), wp.quatf(r)
+    """Float32 position and xyzw orientation (``w >= 0``) of a matrix, the orientation right-multiplied by
+    ``offset`` unless ``offset`` is the identity (plain reads skip the product). Normalised in float64 through one
+    reciprocal square root (a plain ``normalize`` divides each component)."""
+    q = rotation_quat(axis_rotation(m, axis_scale(m)))
+    if offset[3] != 1.0:  # not the identity (a unit quaternion with w == 1)
+        q = q * wp.quatd(offset)
+    n = wp.dot(q, q)
+    if n > wp.float64(0.0):
+        q = q * (wp.float64(1.0) / wp.sqrt(n))
+    if q[3] < wp.float64(0.0):
+        q = -q
+    return wp.vec3f(wp.float32(m[3, 0]), wp.float32(m[3, 1]), wp.float32(m[3, 2])), wp.quatf(q)
 
 
 SHEAR_TOLERANCE = wp.constant(1.0e-6)
