@@ -8,6 +8,7 @@ arrays on a bucket change), except what the caller passes: a call's key holds th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -128,7 +129,7 @@ class LaunchingMixin:
                 continue
             key, kernel, dim, params, *publishes = step
             if publishes:
-                rows = dim if isinstance(dim, int) else dim[0]
+                rows = dim if isinstance(dim, int) else math.prod(dim)  # no thread: nothing publishes
                 published = rows > 0 and n + 1 < len(steps) and steps[n + 1][0] == "publish"
                 extra = self._errors.publish_args(in_graph=in_graph) if published else self._errors.no_publish
                 params = [*params, *extra]

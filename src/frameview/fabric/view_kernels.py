@@ -439,9 +439,9 @@ def _commit_follow(
     state: wp.array(dtype=wp.int32),
     mirror: wp.array(dtype=wp.uint64),
 ):
-    """Thread ``(k, 0)`` copies row ``k``'s solved matrices into Fabric; with ``follow``, thread ``(k, j + 1)`` gives
+    """Thread ``(0, k)`` copies row ``k``'s solved matrices into Fabric; with ``follow``, thread ``(j + 1, k)`` gives
     the ``j``-th descendant of that prim (a follow plan: ``start``/``nodes`` per view index, the nodes' slots, parents
-    and top slots) ``local @ ... @ top world``, in parallel with the copy (the launch is ``(rows, widest + 1)``: the
+    and top slots) ``local @ ... @ top world``, in parallel with the copy (the launch is ``(widest + 1, rows)``: the
     threads' chains of dependent loads, not their arithmetic, set its time). Nothing is written if any row of the
     call failed.
 
@@ -450,9 +450,11 @@ def _commit_follow(
     what another writes, and a prim below two written ones is computed alike by both rows. A written view prim below
     another is committed by its own row only.
 
-    Thread ``(0, 0)`` publishes the call's status word (final: the solve reported) when ``publish`` is set.
+    Thread ``(0, 0)`` publishes the call's status word (final: the solve reported) when ``publish`` is set. The
+    descendant index is the launch's first dimension: a warp holds one ``j`` of 32 rows, so a row's copy and its
+    descendants' updates run in different warps, side by side, instead of one after the other in one diverged warp.
     """
-    k, j = wp.tid()
+    j, k = wp.tid()
     if j == 0:
         written_slots_out[k] = -1
         if k == 0 and publish != 0:
@@ -533,14 +535,14 @@ def _commit_flat(
     state: wp.array(dtype=wp.int32),
     mirror: wp.array(dtype=wp.uint64),
 ):
-    """The second launch of a write of a view without nested prims (after :func:`_solve_flat`), over ``(rows, widest
-    + 1)``: thread ``(k, 0)`` releases row ``k``'s claim (whatever the call's status: ``claims`` is -1 between
+    """The second launch of a write of a view without nested prims (after :func:`_solve_flat`), over ``(widest + 1,
+    rows)``: thread ``(0, k)`` releases row ``k``'s claim (whatever the call's status: ``claims`` is -1 between
     calls) and copies the row's solved matrices into Fabric (the slot :func:`_solve_flat` verified); with
-    ``follow``, thread ``(k, j + 1)`` gives the ``j``-th descendant of that prim ``local @ ... @`` the prim's solved
+    ``follow``, thread ``(j + 1, k)`` gives the ``j``-th descendant of that prim ``local @ ... @`` the prim's solved
     world matrix. No descendant of a prim lies below another view prim (the view has no nesting), so no thread reads
     what another writes. Nothing is written if any row of the call failed. Thread ``(0, 0)`` publishes the call's
     status word (final: the solve reported) when ``publish`` is set."""
-    k, j = wp.tid()
+    j, k = wp.tid()  # j first: see _commit_follow
     ok = status[0] == _STATUS_OK  # loaded first: the status word is final when this launch starts
     if j == 0 and k == 0 and publish != 0:
         publish_word(status, counted, state, mirror)

@@ -133,7 +133,7 @@ class WritesMixin:
         if plan is not None and plan.width > 0:
             local_all, world_all = plan.columns()
             follow = [plan.start, plan.nodes, plan.node_slot, plan.node_parent, plan.node_top, 1, local_all]
-            width = plan.width + 1  # thread 0 of a row commits it, thread j + 1 its j-th descendant
+            width = plan.width + 1  # thread (0, k) commits row k, thread (j + 1, k) its j-th descendant
         else:
             follow, world_all, width = [*(self._no_index,) * 5, 0, view_local], view_world, 1
         outputs = [view_local, view_world, world_all, written]
@@ -150,7 +150,7 @@ class WritesMixin:
                 n_parents, self._node_parent, count, int(rows.kind), indices, mask, *values, self._row_parent_slots,
                 self._req_row, self._new_local, self._new_world, status,
             ]))  # fmt: skip
-            steps.append(("commit_flat", _commit_flat, (rows.count, width), [
+            steps.append(("commit_flat", _commit_flat, (width, rows.count), [
                 self._new_local, self._new_world, self._slots, count, int(rows.kind), indices, mask, self._req_row,
                 status, *follow, *outputs,
             ], PUBLISHES))  # fmt: skip
@@ -168,7 +168,7 @@ class WritesMixin:
             self._parent_slots, self._node_parent, count, indices, int(indexed), req_row, *values,
             self._new_local, self._new_world, status,
         ]))  # fmt: skip
-        steps.append(("commit", _commit_follow, (rows.count, width), [
+        steps.append(("commit", _commit_follow, (width, rows.count), [
             self._new_local, self._new_world, self._slots, count, indices, int(indexed), req_row, status, *follow,
             *outputs,
         ], PUBLISHES))  # fmt: skip

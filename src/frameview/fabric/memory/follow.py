@@ -4,7 +4,7 @@
 A :class:`FollowPlan` is built once per view (and again only when prims are added or removed): the strict
 descendants of each view prim, as a CSR list per view index, and for every node (view prims and their descendants)
 its parent node, or, at the top of the view's subtrees, the slot of the parent whose world matrix the write cannot
-move. The view's commit launch, ``(rows, widest subtree)`` threads, commits each written prim and recomputes its
+move. The view's commit launch, ``(widest subtree, rows)`` threads, commits each written prim and recomputes its
 descendants: a thread walks from its node up to that top composing local matrices (``world = local @ ... @
 parent_world``, the written prims' new locals read from the solve's scratch), so no thread waits for another and
 nothing is read that the launch writes. Work is O(written prims + their descendants); the launch shape depends only
