@@ -298,7 +298,7 @@ def solve_local(
     pl0 = wp.length(p0)
     pl1 = wp.length(p1)
     pl2 = wp.length(p2)
-    if in_world != 0 and not (wp.abs(volume) > wp.float64(1.0e-12) * pl0 * pl1 * pl2):  # is_singular
+    if in_world != 0 and not (wp.abs(volume) > wp.float64(1.0e-12) * pl0 * pl1 * pl2):  # singular: no volume
         return out, WRITE_SINGULAR_PARENT
     mirror = one
     if volume < zero:
@@ -311,7 +311,7 @@ def solve_local(
         if set_q != 0:  # the local rotation is replaced: only the kept scale is needed
             scale = axis_scale(local)
             rows = wp.transpose(wp.quat_to_matrix(wp.normalize(q)))
-            if in_world != 0:  # diag(e, 1, 1) R(q) M^T, M = orthogonal_part(parent_world), e = det M
+            if in_world != 0:  # diag(e, 1, 1) R(q) M^T: M the parent's rows by Gram-Schmidt, e = det M
                 m0 = p0 / pl0
                 m1 = wp.normalize(p1 - wp.dot(p1, m0) * m0)
                 m2 = wp.cross(m0, m1) * mirror
