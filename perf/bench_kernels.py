@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """GPU time of each launch on the reset path, apart from the host: where a captured reset's time goes.
 
-The launches are those the views make (recorded through the views' launch plumbing, public calls only drive them):
-a masked write of the robots (``_solve_flat``, ``_commit_flat``: 256 of the envs, cameras follow), the masked and
-the full read of the cameras (``_scatter_poses``). Each is captured ``--chain`` times back to back in one CUDA
-graph and timed between two CUDA events; a row is the median over ``--reps`` replays, divided by the chain length.
-An empty kernel over the same rows gives the floor a launch costs in a graph. ``reset_graph`` replays the captured
-write + read as ``bench_reset.py`` does (host, launch and synchronisation included), ``graph_floor`` a graph of one
-empty kernel the same way.
+The launches are those the views make (``FabricFrameView.launch_trace``, a seam for benchmarks, records them while
+public calls drive the views): a masked write of the robots (``_solve_flat``, ``_commit_flat``: 256 of the envs,
+cameras follow), the masked and the full read of the cameras (``_scatter_poses``). Each is captured ``--chain``
+times back to back in one CUDA graph and timed between two CUDA events; a row is the median over ``--reps``
+replays, divided by the chain length. An empty kernel over the same rows gives the floor a launch costs in a graph.
+``reset_graph`` replays the captured write + read as ``bench_reset.py`` does (host, launch and synchronisation
+included), ``graph_floor`` a graph of one empty kernel the same way.
 
 Usage::
 
@@ -32,7 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness.scenes import PROVIDERS, scene_arrays
 
 import frameview as fv
-from frameview.fabric.view import FabricFrameView
 
 ROOT = Path(__file__).resolve().parent
 
@@ -43,23 +42,13 @@ def _empty(n: int):
 
 
 def _launches(view: Any, call: Any) -> list[tuple]:
-    """The (kernel, dim, params) of the launches ``call`` makes through ``view`` (second call: warm)."""
-    seen: list[tuple] = []
-    original = FabricFrameView._launch_cmd
-
-    def spy(self: Any, key: Any, kernel: Any, dim: Any, params: list, stream: Any = None) -> None:
-        seen.append((kernel, dim, list(params)))
-        original(self, key, kernel, dim, params, stream)
-
+    """The (kernel, dim, params) of the launches ``call`` makes through ``view`` (traced on a second, warm call)."""
     call()
     view.check()
-    FabricFrameView._launch_cmd = spy
-    try:
+    with view.launch_trace() as launches:
         call()
-        view.check()
-    finally:
-        FabricFrameView._launch_cmd = original
-    return seen
+    view.check()
+    return launches
 
 
 class _Timer:
@@ -122,8 +111,10 @@ def run(device: str, envs: int, filler: int, reset: int, reps: int, chain: int) 
             raise RuntimeError(f"unexpected launches: write {names}, masked read {len(masked_read)}")
         solve, commit = write
         scatter = masked_read[0]
-        # the full read goes through a recorded launch: the same kernel over every row, no mask
-        full = (scatter[0], scatter[1], [*scatter[2][:2], cams._no_mask, 0, *scatter[2][4:]])
+        full_read = _launches(cams, cams.get_world_poses)
+        if len(full_read) != 1:
+            raise RuntimeError(f"unexpected launches of the full read: {len(full_read)}")
+        full = full_read[0]
         rows["empty"] = timer.chain_us([(_empty, envs, [0])], chain)
         rows["empty_2d"] = timer.chain_us([(_empty, commit[1], [0])], chain)
         rows["solve_flat_masked"] = timer.chain_us([solve], chain)

@@ -37,6 +37,7 @@ class LaunchingMixin:
     _launches: dict[Any, Any]
     _capture_stream: wp.Stream | None
     _no_capture_stream: bool
+    _trace: list | None = None  # FabricFrameView.launch_trace: the launches recorded, None when not tracing
 
     def _launch_recorded(self, key: Any, kernel: Any, dim: int, inputs: list, outputs: list) -> None:
         """Full-view launches are recorded once per fabric-array rebuild and replayed (cheaper than ``wp.launch``).
@@ -46,6 +47,8 @@ class LaunchingMixin:
         Outputs are per thread, so the key includes their addresses, and the entry holds the output arrays: a recorded
         launch keeps raw pointers, which must not outlive (or be reused by) another allocation.
         """
+        if self._trace is not None:
+            self._trace.append((kernel, dim, [*inputs, *outputs]))
         key = (key, *[out.ptr for out in outputs])
         entry = self._launches.get(key)
         if entry is None:
@@ -71,9 +74,13 @@ class LaunchingMixin:
         entry[1] = replays + 1
         cmd.launch()
 
-    def _launch_cmd(self, key: Any, kernel: Any, dim: Any, params: list, stream: wp.Stream | None = None) -> None:
+    def _launch_cmd(
+        self, key: Any, kernel: Any, dim: Any, params: list, stream: wp.Stream | None = None, traced: list | None = None
+    ) -> None:
         """Launch ``kernel(*params)`` through a :class:`RecordedLaunch` kept under ``key`` (dropped with the fabric
-        arrays on a bucket change)."""
+        arrays on a bucket change). A launch trace (``launch_trace``) records ``traced`` (default ``params``)."""
+        if self._trace is not None:
+            self._trace.append((kernel, dim, list(params if traced is None else traced)))
         recorded = self._launches.get(key)
         if recorded is None:
             recorded = self._launches[key] = RecordedLaunch(kernel, dim, params, self._device,
@@ -93,7 +100,7 @@ class LaunchingMixin:
         if not self._device.is_cuda:
             self._launch_steps(build())
             return
-        if self._errors.is_capturing() or self._own_capture_stream() is None:
+        if self._errors.is_capturing() or self._own_capture_stream() is None or self._trace is not None:
             self._launch_steps([*build(), ("publish",)])
             return
         cached = self._launches.get(("graph", name))
@@ -128,9 +135,12 @@ class LaunchingMixin:
                     self._errors.publish(stream, in_graph=in_graph)
                 continue
             key, kernel, dim, params, *publishes = step
+            traced = None
             if publishes:
                 rows = dim if isinstance(dim, int) else math.prod(dim)  # no thread: nothing publishes
                 published = rows > 0 and n + 1 < len(steps) and steps[n + 1][0] == "publish"
                 extra = self._errors.publish_args(in_graph=in_graph) if published else self._errors.no_publish
+                if self._trace is not None:  # a trace's launches leave the status word alone
+                    traced = [*params, *self._errors.no_publish]
                 params = [*params, *extra]
-            self._launch_cmd(key, kernel, dim, params, stream=stream)
+            self._launch_cmd(key, kernel, dim, params, stream=stream, traced=traced)

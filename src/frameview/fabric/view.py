@@ -13,10 +13,11 @@ Its rooms: :mod:`.lifecycle` (its state, deferred tag removals), :mod:`.nodes` (
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -168,6 +169,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         self._offset_key = OffsetKeys(_NO_OFFSET)
         self._capture_stream: wp.Stream | None = None
         self._no_capture_stream = False
+        self._trace: list | None = None  # launch_trace()
 
     # ---------------------------------------------------------------- properties
 
@@ -219,6 +221,28 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                 return slots, self._arrays[prefix + WORLD_MATRIX]
             finally:
                 sel.release()
+
+    @contextlib.contextmanager
+    def launch_trace(self) -> Iterator[list[tuple[Any, Any, list]]]:
+        """Record the kernel launches the view makes inside the ``with`` block (benchmarks and diagnostics:
+        ``perf/bench_kernels.py`` times each launch of the reset path on its own).
+
+        Inside the block every read and write launches its kernels one by one (no graph of the view's own), and each
+        launch is recorded as ``(kernel, dim, params)``, ``params`` as the kernel takes them with the status-word
+        publishing switched off, so that launching them again does not touch the view's error reporting. They hold
+        the view's buffers and Fabric arrays: valid until the stage's buckets change or the view closes. Not for use
+        while another thread calls the view.
+
+        Yields:
+            The list the launches are appended to.
+        """
+        self._check_open()
+        trace: list[tuple[Any, Any, list]] = []
+        self._trace = trace
+        try:
+            yield trace
+        finally:
+            self._trace = None
 
     def selection_size(self, parents: bool = False) -> int:
         """Prims in the view's (or its parents') scoped selection as Fabric sees it now: the view's count when all
