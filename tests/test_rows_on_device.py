@@ -263,6 +263,18 @@ def _cameras_after_write(stage: Usd.Stage, pos: np.ndarray, quat: np.ndarray) ->
     return t, q
 
 
+def _robot_locals_after_write(stage: Usd.Stage, pos: np.ndarray, quat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Robot local poses (float64) once their world poses are ``pos`` / ``quat`` (world scale kept): relative to
+    their env prims' USD world matrices, which no write moves. A write against the wrong parent still reads back the
+    right world pose (its world matrix is the one asked for); its local pose is what shows the parent it used."""
+    robot_world = xform_cache_world(stage, env_paths(N, "/Robot"))
+    parent_world = xform_cache_world(stage, env_paths(N, ""))
+    _t, _q, scale = decompose_all(robot_world)
+    t, q, _s = decompose_all(np.stack([compose(pos[i], quat[i], scale[i]) @ np.linalg.inv(parent_world[i])
+                                       for i in range(N)]))  # fmt: skip
+    return t, q
+
+
 @pytest.mark.parametrize("rows_kind", ["indices", "mask", "all"])
 @pytest.mark.parametrize("garbage", ["permuted", "out_of_range"])
 def test_a_stale_slot_table_costs_time_never_a_wrong_row(
@@ -302,6 +314,10 @@ def test_a_stale_slot_table_costs_time_never_a_wrong_row(
         got_pos, got_quat = (a.numpy() for a in cams.get_world_poses())
         np.testing.assert_allclose(got_pos, cam_pos, atol=1e-4)
         assert_quats_close(got_quat, cam_quat, atol=1e-4)
+        local_pos, local_quat = _robot_locals_after_write(stage, want_pos, want_quat)
+        got_pos, got_quat = (a.numpy() for a in robots.get_local_poses())
+        np.testing.assert_allclose(got_pos, local_pos, atol=1e-4)
+        assert_quats_close(got_quat, local_quat, atol=1e-4)
         np.testing.assert_array_equal(robots._slots.numpy()[written], true_slots[written])
         np.testing.assert_array_equal(robots._row_parent_slots.numpy()[written], true_row_parents[written])
         assert np.all(robots._req_row.numpy() == -1)  # every claim released
