@@ -16,7 +16,7 @@ from pxr import Usd, UsdGeom
 
 from .host import to_numpy
 from .kernels.requests import solve_request
-from .kernels.transforms import SHEAR_TOLERANCE, decompose_matrix, shear_error
+from .kernels.transforms import decompose_matrix, is_sheared
 
 __all__ = ["SolvedWrites", "UsdWriteSolver"]
 
@@ -54,7 +54,7 @@ def _solve_writes(
     q_out[j] = lq
     s_out[j] = ls
     sheared_out[j] = 0
-    if shear_error(m) > wp.float64(SHEAR_TOLERANCE):
+    if is_sheared(m):
         sheared_out[j] = 1
 
 

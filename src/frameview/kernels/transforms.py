@@ -150,29 +150,9 @@ WRITE_NOT_FINITE = wp.constant(3)
 
 
 @wp.func
-def shear_error(m: wp.mat44d):
-    """How far the upper 3x3 of ``m`` is from (per-axis scale) x (rotation): the largest cosine between two of its
-    rows (0 without shear; a zero row counts as no shear)."""
-    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
-    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
-    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
-    l0 = wp.length(r0)
-    l1 = wp.length(r1)
-    l2 = wp.length(r2)
-    tiny = wp.float64(_EPS)
-    err = wp.float64(0.0)
-    if l0 > tiny and l1 > tiny:
-        err = wp.max(err, wp.abs(wp.dot(r0, r1)) / (l0 * l1))
-    if l0 > tiny and l2 > tiny:
-        err = wp.max(err, wp.abs(wp.dot(r0, r2)) / (l0 * l2))
-    if l1 > tiny and l2 > tiny:
-        err = wp.max(err, wp.abs(wp.dot(r1, r2)) / (l1 * l2))
-    return err
-
-
-@wp.func
 def is_sheared(m: wp.mat44d):
-    """``shear_error(m) > SHEAR_TOLERANCE``, without its divisions (what a write checks)."""
+    """Whether the upper 3x3 of ``m`` is not (per-axis scale) x (rotation): the cosine between two of its rows
+    exceeds ``SHEAR_TOLERANCE`` (compared without divisions; a zero row counts as no shear)."""
     r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
     r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
     r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
@@ -289,12 +269,11 @@ def solve_local(
     zero = wp.float64(0.0)
     one = wp.float64(1.0)
     # the parent's rows, their lengths and volume (its upper 3x3's determinant), computed once: the singular check,
-    # the orthogonal part, the parent's scale and the local translation all use them
+    # the orthogonal part and the parent's scale use them
     p0 = wp.vec3d(parent_world[0, 0], parent_world[0, 1], parent_world[0, 2])
     p1 = wp.vec3d(parent_world[1, 0], parent_world[1, 1], parent_world[1, 2])
     p2 = wp.vec3d(parent_world[2, 0], parent_world[2, 1], parent_world[2, 2])
-    c12 = wp.cross(p1, p2)
-    volume = wp.dot(p0, c12)
+    volume = wp.dot(p0, wp.cross(p1, p2))
     pl0 = wp.length(p0)
     pl1 = wp.length(p1)
     pl2 = wp.length(p2)
@@ -328,16 +307,7 @@ def solve_local(
     if set_t != 0:
         lt = t
         if in_world != 0:
-            if (
-                parent_world[0, 3] != zero
-                or parent_world[1, 3] != zero
-                or parent_world[2, 3] != zero
-                or (parent_world[3, 3] != one)
-            ):
-                lt = local_point(t, parent_world)
-            else:  # affine (what Fabric holds): (t - translation) @ inverse(upper 3x3), through its adjugate
-                v = t - wp.vec3d(parent_world[3, 0], parent_world[3, 1], parent_world[3, 2])
-                lt = wp.vec3d(wp.dot(v, c12), wp.dot(v, wp.cross(p2, p0)), wp.dot(v, wp.cross(p0, p1))) / volume
+            lt = local_point(t, parent_world)
         out = with_translation(out, lt)
     for a in range(4):
         for b in range(4):
