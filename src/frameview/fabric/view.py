@@ -169,7 +169,6 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         self._offset_key = OffsetKeys(_NO_OFFSET)
         self._capture_stream: wp.Stream | None = None
         self._no_capture_stream = False
-        self._trace: list | None = None  # launch_trace()
 
     # ---------------------------------------------------------------- properties
 
