@@ -164,6 +164,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         self._no_quat = wp.empty(0, dtype=wp.quatf, device=dev)
         self._no_index = wp.empty(0, dtype=wp.int32, device=dev)
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
+        self._no_table = wp.empty((0, 0), dtype=wp.int32, device=dev)
         self._arrays: dict[str, Any] = {}
         self._launches: dict[Any, Any] = {}
         self._offset_key = OffsetKeys(_NO_OFFSET)

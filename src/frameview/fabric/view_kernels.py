@@ -517,11 +517,8 @@ def _commit_flat(
     mask: wp.array(dtype=wp.bool),
     claims: wp.array(dtype=wp.int32),
     status: wp.array(dtype=wp.int32),
-    start: wp.array(dtype=wp.int32),
-    nodes: wp.array(dtype=wp.int32),
-    node_slot: wp.array(dtype=wp.int32),
-    node_parent: wp.array(dtype=wp.int32),
-    node_top: wp.array(dtype=wp.int32),
+    follow_slot: wp.array2d(dtype=wp.int32),
+    follow_up: wp.array2d(dtype=wp.int32),
     follow: int,
     local: wp.fabricarray(dtype=wp.mat44d),
     # outputs
@@ -539,9 +536,11 @@ def _commit_flat(
     rows)``: thread ``(0, k)`` releases row ``k``'s claim (whatever the call's status: ``claims`` is -1 between
     calls) and copies the row's solved matrices into Fabric (the slot :func:`_solve_flat` verified); with
     ``follow``, thread ``(j + 1, k)`` gives the ``j``-th descendant of that prim ``local @ ... @`` the prim's solved
-    world matrix. No descendant of a prim lies below another view prim (the view has no nesting), so no thread reads
-    what another writes. Nothing is written if any row of the call failed. Thread ``(0, 0)`` publishes the call's
-    status word (final: the solve reported) when ``publish`` is set."""
+    world matrix: its slot is ``follow_slot[i, j]`` (-1: none), its parent's column ``follow_up[i, j]`` (-1: the prim
+    itself; the dense tables of :class:`~frameview.fabric.memory.follow.FollowPlan`, loaded beside the mask). No
+    descendant of a prim lies below another view prim (the view has no nesting), so no thread reads what another
+    writes. Nothing is written if any row of the call failed. Thread ``(0, 0)`` publishes the call's status word
+    (final: the solve reported) when ``publish`` is set."""
     j, k = wp.tid()  # j first: see _commit_follow
     ok = status[0] == _STATUS_OK  # loaded first: the status word is final when this launch starts
     if j == 0 and k == 0 and publish != 0:
@@ -570,21 +569,12 @@ def _commit_flat(
         return
     if not live or not ok or follow == 0:
         return
-    first = start[i]
-    if j > start[i + 1] - first:
+    d = follow_slot[i, j - 1]
+    if d < 0:  # row i has fewer descendants than the widest
         return
-    d = nodes[first + j - 1]
-    above = world_new[i]
-    m = local[node_slot[d]]
-    n = d
-    up = node_parent[d]
-    while up >= 0 and up != i:
-        n = up
-        m = m @ local[node_slot[n]]
-        up = node_parent[n]
-    if up != i:  # not below the written prim (a plan lists only its descendants): the top's world, as in _commit_follow
-        above = _IDENTITY
-        top = node_top[n]
-        if top >= 0:
-            above = world_out[top]
-    world_out[node_slot[d]] = m @ above
+    up = follow_up[i, j - 1]
+    m = local[d]
+    while up >= 0:
+        m = m @ local[follow_slot[i, up]]
+        up = follow_up[i, up]
+    world_out[d] = m @ world_new[i]

@@ -55,6 +55,7 @@ class WritesMixin:
     _no_quat: wp.array
     _no_index: wp.array
     _no_mask: wp.array
+    _no_table: wp.array
 
     if TYPE_CHECKING:
 
@@ -133,9 +134,11 @@ class WritesMixin:
         if plan is not None and plan.width > 0:
             local_all, world_all = plan.columns()
             follow = [plan.start, plan.nodes, plan.node_slot, plan.node_parent, plan.node_top, 1, local_all]
+            follow_flat = [plan.follow_slot, plan.follow_up, 1, local_all]
             width = plan.width + 1  # thread (0, k) commits row k, thread (j + 1, k) its j-th descendant
         else:
             follow, world_all, width = [*(self._no_index,) * 5, 0, view_local], view_world, 1
+            follow_flat = [self._no_table, self._no_table, 0, view_local]
         outputs = [view_local, view_world, world_all, written]
         steps: list[tuple] = []
         if not self._nested:
@@ -152,7 +155,7 @@ class WritesMixin:
             ]))  # fmt: skip
             steps.append(("commit_flat", _commit_flat, (width, rows.count), [
                 self._new_local, self._new_world, self._slots, count, int(rows.kind), indices, mask, self._req_row,
-                status, *follow, *outputs,
+                status, *follow_flat, *outputs,
             ], PUBLISHES))  # fmt: skip
             return steps
         mode = STAGE_INDICES if indexed else (STAGE_MASK if rows.kind == MASK else STAGE_ALL)
