@@ -14,11 +14,12 @@ import sys
 import numpy as np
 import pytest
 import warp as wp
-from helpers import assert_quats_close, decompose_all, quat_to_rotation, random_quats, rotation_to_quat
+from helpers import assert_quats_close, decompose_all, has_shear, quat_to_rotation, random_quats, rotation_to_quat
 from newton_helpers import falling_model, falling_stage, newton_module, rigid_pose
 from pxr import Gf, Usd, UsdGeom, UsdPhysics
 
 import frameview as fv
+from frameview.kernels.transforms import decompose_matrices
 
 HAS_CUDA = wp.get_cuda_device_count() > 0
 N = 4
@@ -119,6 +120,44 @@ def test_reads_follow_body_q(scene: dict, device: str) -> None:
     assert_view_at(view, offset @ body_matrices(body_q))
     for before, after in zip(local_before, view.get_local_poses(), strict=True):
         np.testing.assert_allclose(after.numpy(), before, atol=1e-6)
+
+
+MOUNT_SCALES = [(2.0, 2.0, 2.0), (1.0, 2.0, 0.5), (1.0, -1.0, 1.0), (1.0, 1.0, 3.0)]
+"""Per env: a uniform, a non-uniform, a mirroring and a one-axis scale on the Mount. The pitched camera below a
+Mount whose x and z scales differ (envs 1 and 3) has a sheared world matrix."""
+
+
+def test_reads_under_scaled_mirrored_and_sheared_mounts(newton, device: str) -> None:
+    """Cameras below scaled, mirrored and shearing mounts, on bodies at random poses: positions match float64 truth
+    (``offset @ body``, the offset from pxr); orientations match Gf's rotation of the truth where it has no shear,
+    and where it has shear, the decomposition every backend applies to a world matrix (closest rotation from the
+    unit rows, ``decompose_matrices``). At the bodies' USD poses the Newton view reads what the USD view reads."""
+    stage = falling_stage(N)
+    for i, scale in enumerate(MOUNT_SCALES):
+        UsdGeom.Xformable(stage.GetPrimAtPath(f"/World/envs/env_{i}/Body/Mount")).AddScaleOp().Set(Gf.Vec3f(*scale))
+    model = falling_model(stage, device)
+    sim = {"state": model.state()}
+    view = fv.NewtonFrameView(CAMERAS, stage=stage, model=model, state=lambda: sim["state"])
+    offset = offsets(stage, view)
+    sheared = np.array([has_shear(m) for m in offset])
+    assert sheared.tolist() == [False, True, False, True]
+    usd_p, usd_q = fv.UsdFrameView(CAMERAS, stage=stage).get_world_poses()
+    pos, quat = view.get_world_poses()  # the initial state: every body at its USD pose
+    np.testing.assert_allclose(pos.numpy(), usd_p.numpy(), atol=POS_ATOL)
+    assert_quats_close(quat.numpy(), usd_q.numpy(), atol=QUAT_ATOL)
+    rng = np.random.default_rng(7)
+    body_q = np.concatenate([rng.uniform(-3, 3, (N, 3)), random_quats(rng, N)], axis=1).astype(np.float32)
+    sim["state"].body_q.assign(body_q)
+    truth = offset @ body_matrices(body_q)
+    pos, quat = view.get_world_poses()
+    p, q, _s = decompose_all(truth)
+    np.testing.assert_allclose(pos.numpy(), p, atol=POS_ATOL)
+    assert_quats_close(quat.numpy()[~sheared], q[~sheared], atol=QUAT_ATOL)
+    mats = wp.array(truth[sheared], dtype=wp.mat44d, device="cpu")
+    outs = [wp.empty(int(sheared.sum()), dtype=t, device="cpu") for t in (wp.vec3f, wp.quatf, wp.vec3f)]
+    wp.launch(decompose_matrices, dim=mats.shape[0], inputs=[mats], outputs=outs, device="cpu")
+    assert_quats_close(quat.numpy()[sheared], outs[1].numpy(), atol=QUAT_ATOL)
+    view.close()
 
 
 def test_swapped_states_are_never_stale(scene: dict, device: str) -> None:

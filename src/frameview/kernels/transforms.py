@@ -124,11 +124,10 @@ def compose_matrix(t: wp.vec3d, q: wp.quatd, s: wp.vec3d):
 
 
 @wp.func
-def pose_of(m: wp.mat44d, offset: wp.quatf):
-    """Float32 position and xyzw orientation (``w >= 0``) of a matrix, the orientation right-multiplied by
-    ``offset`` unless ``offset`` is the identity (plain reads skip the product). Normalised in float64 through one
-    reciprocal square root (a plain ``normalize`` divides each component)."""
-    q = rotation_quat(axis_rotation(m, axis_scale(m)))
+def finish_pose(t: wp.vec3d, q: wp.quatd, offset: wp.quatf):
+    """Float32 position and xyzw orientation (``w >= 0``) from float64 ones, the orientation (any norm > 0)
+    right-multiplied by ``offset`` unless ``offset`` is the identity (plain reads skip the product). Normalised in
+    float64 through one reciprocal square root (a plain ``normalize`` divides each component)."""
     if offset[3] != 1.0:  # not the identity (a unit quaternion with w == 1)
         q = q * wp.quatd(offset)
     n = wp.dot(q, q)
@@ -136,7 +135,15 @@ def pose_of(m: wp.mat44d, offset: wp.quatf):
         q = q * (wp.float64(1.0) / wp.sqrt(n))
     if q[3] < wp.float64(0.0):
         q = -q
-    return wp.vec3f(wp.float32(m[3, 0]), wp.float32(m[3, 1]), wp.float32(m[3, 2])), wp.quatf(q)
+    return wp.vec3f(t), wp.quatf(q)
+
+
+@wp.func
+def pose_of(m: wp.mat44d, offset: wp.quatf):
+    """Float32 position and xyzw orientation (``w >= 0``) of a matrix, the orientation right-multiplied by
+    ``offset`` (:func:`finish_pose`)."""
+    q = rotation_quat(axis_rotation(m, axis_scale(m)))
+    return finish_pose(wp.vec3d(m[3, 0], m[3, 1], m[3, 2]), q, offset)
 
 
 SHEAR_TOLERANCE = wp.constant(1.0e-6)
