@@ -9,7 +9,15 @@ from typing import Any
 import numpy as np
 import pytest
 import warp as wp
-from helpers import assert_quats_close, build_env_stage, decompose_all, env_paths, random_quats, xform_cache_local
+from helpers import (
+    assert_quats_close,
+    build_env_stage,
+    decompose_all,
+    env_paths,
+    random_quats,
+    xform_cache_local,
+    xform_cache_world,
+)
 from pxr import Usd
 
 import frameview as fv
@@ -276,6 +284,22 @@ def test_output_buffers_are_reused(view: fv.UsdFrameView) -> None:
     second = view.get_world_poses([2])[0]
     assert second.ptr == first.ptr
     assert view.get_local_poses()[0].ptr != first.ptr
+
+
+def test_reads_of_many_row_counts_stay_correct(view: fv.UsdFrameView, stage: Usd.Stage) -> None:
+    """Indexed reads of more row counts than the view remembers output pairs for (and longer than the view, which
+    grows its buffers): every read is right against pxr's XformCache, the full read after them too."""
+    truth_p, truth_q, _s = decompose_all(xform_cache_world(stage, view.prim_paths))
+    rng = np.random.default_rng(9)
+    for size in [*range(1, 3 * N + 1), *rng.integers(1, 3 * N + 1, 30).tolist()] * 2:  # repeated indices too
+        idx = rng.integers(0, N, size)
+        pos, quat = view.get_world_poses(idx)
+        np.testing.assert_allclose(pos.numpy(), truth_p[idx], atol=1e-5)
+        assert_quats_close(quat.numpy(), truth_q[idx])
+    pos, quat = view.get_world_poses()
+    np.testing.assert_allclose(pos.numpy(), truth_p, atol=1e-5)
+    assert_quats_close(quat.numpy(), truth_q)
+    assert view.get_world_poses()[0].ptr == pos.ptr
 
 
 # ---------------------------------------------------------------- lifecycle

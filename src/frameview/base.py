@@ -204,8 +204,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         self._check_no_writer()
         rows = self._prepare(indices, mask)
         pos_name, quat_name, stem = _POSE_BUFFERS[space]
-        pos = self._outputs(pos_name, wp.vec3f, rows.count)
-        quat = self._outputs(quat_name, wp.quatf, rows.count)
+        pos, quat = self._pose_outputs(pos_name, quat_name, rows.count)
         if rows.count == 0:
             return pos, quat
         read = self._read_world_poses if space == "world" else self._read_local_poses
@@ -221,8 +220,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
             return None
         self._check_no_writer()
         rows = self._prepare(indices)
-        pos = self._outputs("rotated_pos", wp.vec3f, rows.count)
-        quat = self._outputs("rotated_quat", wp.quatf, rows.count)
+        pos, quat = self._pose_outputs("rotated_pos", "rotated_quat", rows.count)
         if rows.count:
             rotated(rows, pos, quat, offset)
             if not rows.checked:

@@ -131,6 +131,7 @@ class NewtonFrameView(BaseFrameView):
         self._store: FrameStore = store
         self._model = model
         self._state = state
+        self._state_is_fixed = _is_state(state)  # else a callable, asked at every call
         self._bodies = store.body_of(nodes)
         self._needs_bodies = bool((self._bodies >= 0).any())
         dev = self._device
@@ -194,7 +195,9 @@ class NewtonFrameView(BaseFrameView):
     # ---------------------------------------------------------------- plumbing
 
     def _current_state(self) -> newton.State:
-        state = self._state() if not _is_state(self._state) else self._state
+        if self._state_is_fixed:
+            return self._state
+        state = self._state()
         if not _is_state(state):
             raise TypeError(
                 f"state: the callable returned a {type(state).__name__}, expected a newton.State (the current one)"
