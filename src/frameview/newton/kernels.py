@@ -136,10 +136,10 @@ def _frame_pose(m: wp.mat44d, b: int, body_q: wp.array(dtype=wp.transformf), off
     to body ``b`` (-1: the world) is ``m``.
 
     The body's pose is rigid, so the world matrix decomposes as ``m`` does, moved by the body: the translation is
-    rotated and shifted, the rotation composed, without the body's matrix or a second matrix product (H200, 8192
-    frames: 5.35 -> 4.8 us per read launch, perf/RESULTS.md). A sheared ``m`` (whose rotation is only the closest
-    one) decomposes the world matrix itself, as :func:`~frameview.kernels.transforms.pose_of` does on every other
-    backend.
+    rotated and shifted, the rotation composed, without the body's matrix or a second matrix product (fewer float64
+    instructions per frame; perf/RESULTS.md, Newton backend, round 8). A sheared ``m`` (whose rotation is only the
+    closest one) decomposes the world matrix itself, as :func:`~frameview.kernels.transforms.pose_of` does on every
+    other backend.
     """
     if b >= 0 and not _rows_orthogonal(m):
         return pose_of(m @ _body_matrix(body_q, b), offset)
