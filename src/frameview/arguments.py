@@ -221,17 +221,15 @@ class ArgumentsMixin:
     def _pose_outputs(self, pos_name: str, quat_name: str, rows: int) -> tuple[wp.array, wp.array]:
         """The view-owned position and orientation buffers, cut to ``rows`` rows: one lookup for both (a pose read's
         host path), remembered per row count (a few counts per thread; the pairs hold the buffers they cut)."""
-        buffers = getattr(self._thread_buffers, "buffers", None)
+        pairs = getattr(self._thread_buffers, "pairs", None)
+        if pairs is None:
+            pairs = self._thread_buffers.pairs = {}
         key = (pos_name, rows)
-        pair = None if buffers is None else buffers.get(key)
+        pair = pairs.get(key)
         if pair is None:
-            pair = (self._outputs(pos_name, wp.vec3f, rows), self._outputs(quat_name, wp.quatf, rows))
-            buffers = self._thread_buffers.buffers
-            pairs = [k for k in buffers if isinstance(k, tuple)]
             if len(pairs) >= 16:  # many row counts (indexed reads of every size): forget the pairs, keep the buffers
-                for k in pairs:
-                    del buffers[k]
-            buffers[key] = pair
+                pairs.clear()
+            pair = pairs[key] = (self._outputs(pos_name, wp.vec3f, rows), self._outputs(quat_name, wp.quatf, rows))
         return pair
 
     def _outside_capture(self, what: str) -> None:
