@@ -157,15 +157,8 @@ WRITE_NOT_FINITE = wp.constant(3)
 
 
 @wp.func
-def is_sheared(m: wp.mat44d):
-    """Whether the upper 3x3 of ``m`` is not (per-axis scale) x (rotation): the cosine between two of its rows
-    exceeds ``SHEAR_TOLERANCE`` (compared without divisions; a zero row counts as no shear)."""
-    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
-    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
-    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
-    l0 = wp.length(r0)
-    l1 = wp.length(r1)
-    l2 = wp.length(r2)
+def _rows_sheared(r0: wp.vec3d, r1: wp.vec3d, r2: wp.vec3d, l0: wp.float64, l1: wp.float64, l2: wp.float64):
+    """:func:`is_sheared` of the rows ``r0``-``r2`` of an upper 3x3 whose lengths are ``l0``-``l2``."""
     tiny = wp.float64(_EPS)
     tol = wp.float64(SHEAR_TOLERANCE)
     sheared = False
@@ -176,6 +169,26 @@ def is_sheared(m: wp.mat44d):
     if l1 > tiny and l2 > tiny and wp.abs(wp.dot(r1, r2)) > tol * l1 * l2:
         sheared = True
     return sheared
+
+
+@wp.func
+def is_sheared(m: wp.mat44d):
+    """Whether the upper 3x3 of ``m`` is not (per-axis scale) x (rotation): the cosine between two of its rows
+    exceeds ``SHEAR_TOLERANCE`` (compared without divisions; a zero row counts as no shear)."""
+    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
+    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
+    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
+    return _rows_sheared(r0, r1, r2, wp.length(r0), wp.length(r1), wp.length(r2))
+
+
+@wp.func
+def _unit_quat(q: wp.quatd):
+    """``q`` over its norm through one reciprocal square root (a plain ``normalize`` divides each component); a
+    zero quaternion, which the writes reject before solving, is returned as is."""
+    n = wp.dot(q, q)
+    if n > wp.float64(0.0):
+        return q * (wp.float64(1.0) / wp.sqrt(n))
+    return q
 
 
 @wp.func
@@ -275,31 +288,41 @@ def solve_local(
     out = local
     zero = wp.float64(0.0)
     one = wp.float64(1.0)
-    # the parent's rows, their lengths and volume (its upper 3x3's determinant), computed once: the singular check,
-    # the orthogonal part and the parent's scale use them
+    # the parent's rows, their squared lengths and volume (its upper 3x3's determinant), computed once: the singular
+    # check, the orthogonal part and the parent's scale use them
     p0 = wp.vec3d(parent_world[0, 0], parent_world[0, 1], parent_world[0, 2])
     p1 = wp.vec3d(parent_world[1, 0], parent_world[1, 1], parent_world[1, 2])
     p2 = wp.vec3d(parent_world[2, 0], parent_world[2, 1], parent_world[2, 2])
     volume = wp.dot(p0, wp.cross(p1, p2))
-    pl0 = wp.length(p0)
-    pl1 = wp.length(p1)
-    pl2 = wp.length(p2)
-    if in_world != 0 and not (wp.abs(volume) > wp.float64(1.0e-12) * pl0 * pl1 * pl2):  # singular: no volume
+    sq0 = wp.dot(p0, p0)
+    sq1 = wp.dot(p1, p1)
+    sq2 = wp.dot(p2, p2)
+    # |volume| > 1e-12 |p0| |p1| |p2|, squared: no square root (the lengths are taken where a branch needs them)
+    if in_world != 0 and not (volume * volume > wp.float64(1.0e-24) * sq0 * sq1 * sq2):  # singular: no volume
         return out, WRITE_SINGULAR_PARENT
     mirror = one
     if volume < zero:
         mirror = -one
     if set_q != 0 or set_s != 0:
-        if is_sheared(local):
+        r0 = wp.vec3d(local[0, 0], local[0, 1], local[0, 2])
+        r1 = wp.vec3d(local[1, 0], local[1, 1], local[1, 2])
+        r2 = wp.vec3d(local[2, 0], local[2, 1], local[2, 2])
+        l0 = wp.length(r0)
+        l1 = wp.length(r1)
+        l2 = wp.length(r2)
+        if _rows_sheared(r0, r1, r2, l0, l1, l2):
             return out, WRITE_SHEAR
         rows = wp.mat33d()
         scale = wp.vec3d()
-        if set_q != 0:  # the local rotation is replaced: only the kept scale is needed
-            scale = axis_scale(local)
-            rows = wp.transpose(wp.quat_to_matrix(wp.normalize(q)))
+        if set_q != 0:  # the local rotation is replaced: only the kept scale is needed (axis_scale's, lengths shared)
+            if wp.dot(wp.cross(r0, r1), r2) < zero:
+                l0 = -l0
+            scale = wp.vec3d(l0, l1, l2)
+            rows = wp.transpose(wp.quat_to_matrix(_unit_quat(q)))
             if in_world != 0:  # diag(e, 1, 1) R(q) M^T: M the parent's rows by Gram-Schmidt, e = det M
-                m0 = p0 / pl0
-                m1 = wp.normalize(p1 - wp.dot(p1, m0) * m0)
+                m0 = p0 * (one / wp.sqrt(sq0))
+                g1 = p1 - wp.dot(p1, m0) * m0
+                m1 = g1 * (one / wp.length(g1))
                 m2 = wp.cross(m0, m1) * mirror
                 rows = rows @ wp.mat33d(m0[0], m1[0], m2[0], m0[1], m1[1], m2[1], m0[2], m1[2], m2[2])
                 if mirror < zero:
@@ -309,7 +332,7 @@ def solve_local(
         if set_s != 0:
             scale = s
             if in_world != 0:  # per parent axis: its length (a mirror's sign on x, as decompose_matrix reports)
-                scale = wp.vec3d(s[0] / (pl0 * mirror), s[1] / pl1, s[2] / pl2)
+                scale = wp.vec3d(s[0] / (wp.sqrt(sq0) * mirror), s[1] / wp.sqrt(sq1), s[2] / wp.sqrt(sq2))
         out = with_upper(local, scale, rows)
     if set_t != 0:
         lt = t
