@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import warp as wp
-from helpers import assert_quats_close, decompose_all, quat_to_rotation, rotation_to_quat
+from helpers import assert_quats_close, compose, decompose_all, quat_to_rotation, rotation_to_quat
 from newton_helpers import falling_model, falling_stage, newton_module
 from pxr import Usd, UsdGeom
 
@@ -229,3 +229,47 @@ def test_camera_reads_follow_the_state(scene: dict) -> None:
             np.testing.assert_allclose(pos.numpy(), worlds[:, 3, :3], atol=POS_ATOL)
             want = [rotation_to_quat(np.stack([w[0, :3], -w[1, :3], -w[2, :3]])) for w in worlds]
             assert_quats_close(quat.numpy(), np.array(want), atol=1e-5)
+
+
+def test_frames_added_within_capacity_follow_replayed_writes(graphs: str) -> None:
+    """A view made after another view's write was replayed, of frames below the written ones, in the store's spare
+    capacity (its arrays are not replaced): the next writes, same arrays, put those frames where their mounts go.
+    The write's refresh of the cached offsets must cover the frames added since its graph was made."""
+    device = graphs
+    stage = falling_stage(4)
+    model = falling_model(stage, device)
+    state = model.state()
+    mount_paths = [f"/World/envs/env_{i}/Body/Mount" for i in range(4)]
+    mounts = fv.NewtonFrameView(mount_paths, stage=stage, model=model, state=state)
+    rng = np.random.default_rng(17)
+    pos = wp.zeros(4, dtype=wp.vec3f, device=device)
+    quat = wp.zeros(4, dtype=wp.quatf, device=device)
+
+    def write() -> tuple[np.ndarray, np.ndarray]:
+        p = rng.uniform(-2.0, 2.0, (4, 3)).astype(np.float32)
+        q = rng.normal(size=(4, 4))
+        q = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+        pos.assign(p)
+        quat.assign(q)
+        mounts.set_world_poses(pos, quat)
+        return p, q
+
+    for _ in range(3):  # seen, captured, replayed
+        write()
+    cameras = fv.NewtonFrameView(CAMERAS, stage=stage, model=model, state=state)
+    assert cameras._store is mounts._store and cameras._store.local.ptr == mounts._store.local.ptr  # not grown
+    cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+    relative = [
+        np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath(c)), dtype=np.float64)
+        @ np.linalg.inv(np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath(m)), dtype=np.float64))
+        for c, m in zip(cameras.prim_paths, mount_paths, strict=True)
+    ]
+    for _ in range(3):
+        p, q = write()
+        want = np.array([relative[i] @ compose(p[i], q[i], (1.0, 1.0, 1.0)) for i in range(4)])
+        got_p, got_q = cameras.get_world_poses()
+        want_p, want_q, _s = decompose_all(want)
+        np.testing.assert_allclose(got_p.numpy(), want_p, atol=POS_ATOL)
+        assert_quats_close(got_q.numpy(), want_q, atol=1e-5)
+    mounts.check()
+    cameras.check()

@@ -9,14 +9,17 @@ a :class:`FrameStore` (one per model and stage), holding:
 - ``anchor[n]``: the nearest ancestor that is also a node and rides on the same body, or -1;
 - ``chain[n]``: the constant product of the local matrices of the prims between its parent and that anchor (or, with
   no anchor, up to its body, ending with the body's own USD scale; or up to the root for a frame fixed in the world);
-- ``body[n]``: the Newton body it rides on (the nearest ancestor in ``model.body_label``), -1 for none.
+- ``body[n]``: the Newton body it rides on (the nearest ancestor in ``model.body_label``), -1 for none;
+- ``offset[n]``, ``sheared[n]``: derived from the above, what world reads use: the translation and rotation of its
+  matrix relative to its body, and whether that matrix is sheared (:func:`~frameview.newton.kernels.refresh_offsets`,
+  updated on the device after each change of ``local``).
 
 A frame's world matrix is then ``local[n] @ chain[n] @ world(anchor)`` and, at the top of the anchor chain,
 ``... @ chain @ T(body_q[body])`` with ``T`` the body's rigid transform. Because every view of a model shares its
 store, a write through one view is seen by every other view, and frames below a written frame follow it.
 
-Nodes are added when views are built and never removed. Everything except ``local`` is computed on the host from
-the stage, once per node; ``local`` lives on the model's device.
+Nodes are added when views are built and never removed. ``anchor``, ``chain`` and ``body`` are computed on the host
+from the stage, once per node; ``local`` and the derived ``offset`` and ``sheared`` live on the model's device.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from typing import Any
 import numpy as np
 import warp as wp
 from pxr import Usd, UsdGeom, UsdPhysics
+
+from .kernels import refresh_offsets
 
 __all__ = ["FrameStore", "frame_store", "rigid_part"]
 
@@ -117,8 +122,12 @@ class FrameStore:
         self._body = np.empty(0, dtype=np.int32)
         self._chain = np.empty((0, 4, 4), dtype=np.float64)
         self._capacity = 0
+        self.anchored = False
+        """Whether a node is anchored on another (then a write moves frames it did not write: see
+        :meth:`refresh_step`)."""
         self._retired: list[wp.array] = []  # arrays replaced on growth: a captured graph may still point at them
         self.local = self.chain = self.anchor = self.body = self.req_row = wp.empty(0, dtype=wp.int32)
+        self.offset = self.sheared = self.local
         self._allocate(16)
 
     @property
@@ -189,12 +198,20 @@ class FrameStore:
         for n in sorted([*range(first, total), *moved], key=lambda n: self.paths[n].count("/")):
             if self._anchor[n] >= 0:
                 self._body[n] = self._body[self._anchor[n]]
+        self.anchored = bool((self._anchor >= 0).any())
         self._check_body_poses(np.unique(self._body[first:total]))
         # commit (device)
         if total > self._capacity:
             self._allocate(max(total, 2 * self._capacity))
         wp.copy(self.local, wp.array(local, dtype=wp.mat44d, device="cpu"), dest_offset=first, count=len(new))
         self._upload()
+        kernel, dim, params = self.refresh_step()
+        wp.launch(kernel, dim, inputs=params[:4], outputs=params[4:], device=self.device)
+
+    def refresh_step(self) -> tuple[Any, int, list]:
+        """The launch that recomputes every node's ``offset`` and ``sheared`` from ``local`` (after a write's commit,
+        when a node is :attr:`anchored`): ``(kernel, dim, params)``."""
+        return refresh_offsets, self.count, [self.local, self.chain, self.anchor, self.body, self.offset, self.sheared]
 
     def _resolve(self, prim: Usd.Prim, cache: UsdGeom.XformCache, index: dict[str, int]) -> tuple[int, int, np.ndarray]:
         """``(anchor node, body, chain)`` of a frame prim; the body of an anchored node is its anchor's (set later)."""
@@ -269,12 +286,16 @@ class FrameStore:
         local = wp.empty(capacity, dtype=wp.mat44d, device=dev)
         if old is not None and self._capacity:
             wp.copy(local, old, count=self._capacity)
-            self._retired.extend([self.local, self.chain, self.anchor, self.body, self.req_row])
+            self._retired.extend(
+                [self.local, self.chain, self.anchor, self.body, self.req_row, self.offset, self.sheared]
+            )
         self.local = local
         self.chain = wp.empty(capacity, dtype=wp.mat44d, device=dev)
         self.anchor = wp.empty(capacity, dtype=wp.int32, device=dev)
         self.body = wp.empty(capacity, dtype=wp.int32, device=dev)
         self.req_row = wp.full(capacity, -1, dtype=wp.int32, device=dev)
+        self.offset = wp.empty(capacity, dtype=wp.transformd, device=dev)
+        self.sheared = wp.empty(capacity, dtype=wp.int32, device=dev)
         self._capacity = capacity
 
     def _upload(self) -> None:

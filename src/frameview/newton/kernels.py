@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The Newton backend's kernels: frame poses and scales from ``state.body_q``, and the three launches of a write.
+"""The Newton backend's kernels: frame poses and scales from ``state.body_q``, and the launches of a write.
 
 A frame's world matrix is ``local[n] @ chain[n]``, up through its anchors, then its body's pose (see
-:mod:`frameview.newton.frames`). Every kernel takes the rows of a call as ``(view_node, count, kind, indices, mask)``
-(all, int32 indices checked here, or a mask). Launched by :class:`~frameview.newton.view.NewtonFrameView` through
+:mod:`frameview.newton.frames`). World pose reads take each frame's offset from its body as a cached translation and
+rotation (:func:`refresh_offsets`, rerun whenever ``local`` changes: by a write's commit for the frames it wrote when
+no frame is anchored on another, else by a fourth launch over every frame).
+Every kernel takes the rows of a call as ``(view_node, count, kind, indices, mask)`` (all, int32 indices checked
+here, or a mask). Launched by :class:`~frameview.newton.view.NewtonFrameView` through
 :class:`~frameview.newton.launches.LaunchCache`.
 """
 
@@ -33,7 +36,15 @@ from ..kernels.transforms import (
     rotation_quat,
 )
 
-__all__ = ["NO_OFFSET", "commit_writes", "read_poses", "read_scales", "solve_writes", "stage_rows"]
+__all__ = [
+    "NO_OFFSET",
+    "commit_writes",
+    "read_poses",
+    "read_scales",
+    "refresh_offsets",
+    "solve_writes",
+    "stage_rows",
+]
 
 _IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
 _NAN = wp.constant(float("nan"))
@@ -110,8 +121,8 @@ def _world_matrix(
 
 
 _SQUARED_COSINE = wp.constant(1.0e-18)
-"""Largest squared cosine between two rows of an offset's upper 3x3 for which :func:`_frame_pose` composes in
-transform space (orthogonal rows up to float64 rounding); a sheared offset takes the world matrix itself."""
+"""Largest squared cosine between two rows of an offset's upper 3x3 for which reads compose in transform space
+(orthogonal rows up to float64 rounding, :func:`refresh_offsets`); a sheared offset takes the world matrix itself."""
 
 
 @wp.func
@@ -131,20 +142,15 @@ def _rows_orthogonal(m: wp.mat44d):
 
 
 @wp.func
-def _frame_pose(m: wp.mat44d, b: int, body_q: wp.array(dtype=wp.transformf), offset: wp.quatf):
-    """Float32 world position and xyzw orientation (``w >= 0``, times ``offset``) of a frame whose matrix relative
-    to body ``b`` (-1: the world) is ``m``.
+def _frame_pose(offset_pose: wp.transformd, b: int, body_q: wp.array(dtype=wp.transformf), offset: wp.quatf):
+    """Float32 world position and xyzw orientation (``w >= 0``, times ``offset``) of a frame whose shear-free pose
+    relative to body ``b`` (-1: the world) is ``offset_pose`` (:func:`refresh_offsets`).
 
-    The body's pose is rigid, so the world matrix decomposes as ``m`` does, moved by the body: the translation is
-    rotated and shifted, the rotation composed, without the body's matrix or a second matrix product (fewer float64
-    instructions per frame; perf/RESULTS.md, Newton backend, round 8). A sheared ``m`` (whose rotation is only the
-    closest one) decomposes the world matrix itself, as :func:`~frameview.kernels.transforms.pose_of` does on every
-    other backend.
+    The body's pose is rigid, so the frame's translation is rotated and shifted by it and its rotation composed with
+    the body's: no matrix, no decomposition per read (perf/RESULTS.md, Newton backend).
     """
-    if b >= 0 and not _rows_orthogonal(m):
-        return pose_of(m @ _body_matrix(body_q, b), offset)
-    t = wp.vec3d(m[3, 0], m[3, 1], m[3, 2])
-    q = rotation_quat(axis_rotation(m, axis_scale(m)))
+    t = wp.transform_get_translation(offset_pose)
+    q = wp.transform_get_rotation(offset_pose)
     if b >= 0:
         x = body_q[b]
         qb = wp.quatd(wp.transform_get_rotation(x))
@@ -157,6 +163,42 @@ def _frame_pose(m: wp.mat44d, b: int, body_q: wp.array(dtype=wp.transformf), off
 # ---------------------------------------------------------------- kernels
 
 
+@wp.func
+def _cache_offset(
+    n: int,
+    m: wp.mat44d,
+    body: wp.array(dtype=wp.int32),
+    offsets_out: wp.array(dtype=wp.transformd),
+    sheared_out: wp.array(dtype=wp.int32),
+):
+    """Store frame ``n``'s cached offset (:func:`refresh_offsets`) from its matrix ``m`` relative to its body."""
+    q = rotation_quat(axis_rotation(m, axis_scale(m)))
+    offsets_out[n] = wp.transformd(wp.vec3d(m[3, 0], m[3, 1], m[3, 2]), q)
+    flag = int(0)
+    if body[n] >= 0 and not _rows_orthogonal(m):
+        flag = 1
+    sheared_out[n] = flag
+
+
+@wp.kernel(enable_backward=False)
+def refresh_offsets(
+    # inputs
+    local: wp.array(dtype=wp.mat44d),
+    chain: wp.array(dtype=wp.mat44d),
+    anchor: wp.array(dtype=wp.int32),
+    body: wp.array(dtype=wp.int32),
+    # outputs
+    offsets_out: wp.array(dtype=wp.transformd),
+    sheared_out: wp.array(dtype=wp.int32),
+):
+    """Cache each frame's pose relative to its body (to the world when it has none) for the world reads: the
+    translation and rotation (xyzw, not normalised: reads normalise after composing) of its offset matrix, and
+    whether that matrix is sheared on a body (reads then decompose the world matrix itself). Run over every frame
+    after ``local`` changes (a node added, a write committed), so no read sees a stale offset."""
+    n = wp.tid()
+    _cache_offset(n, _offset_matrix(n, local, chain, anchor), body, offsets_out, sheared_out)
+
+
 @wp.kernel(enable_backward=False)
 def read_poses(
     # inputs
@@ -164,6 +206,8 @@ def read_poses(
     chain: wp.array(dtype=wp.mat44d),
     anchor: wp.array(dtype=wp.int32),
     body: wp.array(dtype=wp.int32),
+    offsets: wp.array(dtype=wp.transformd),
+    sheared: wp.array(dtype=wp.int32),
     body_q: wp.array(dtype=wp.transformf),
     view_node: wp.array(dtype=wp.int32),
     count: int,
@@ -178,7 +222,8 @@ def read_poses(
     status_out: wp.array(dtype=wp.int32),
 ):
     """World (``world``) or local pose of each row's frame, orientation times ``offset``; an index out of range gives
-    NaN and is reported."""
+    NaN and is reported. World poses compose the frames' cached offsets (:func:`refresh_offsets`) with their
+    bodies' poses."""
     k = wp.tid()
     i = _view_row(k, kind, indices, mask, count)
     if i == -2:
@@ -190,12 +235,14 @@ def read_poses(
     if i < 0:
         return
     n = view_node[i]
-    m = local[n]
-    b = int(-1)
-    if world != 0:
-        m = _offset_matrix(n, local, chain, anchor)
-        b = body[n]
-    p, q = _frame_pose(m, b, body_q, offset)
+    p = wp.vec3f()
+    q = wp.quatf()
+    if world == 0:
+        p, q = pose_of(local[n], offset)
+    elif sheared[n] != 0:  # rare: the world matrix itself, decomposed as on every other backend
+        p, q = pose_of(_world_matrix(n, local, chain, anchor, body, body_q), offset)
+    else:
+        p, q = _frame_pose(offsets[n], body[n], body_q, offset)
     pos_out[k] = p
     quat_out[k] = q
 
@@ -336,12 +383,19 @@ def commit_writes(
     indices: wp.array(dtype=wp.int32),
     mask: wp.array(dtype=wp.bool),
     status: wp.array(dtype=wp.int32),
+    refresh: int,
+    chain: wp.array(dtype=wp.mat44d),
+    body: wp.array(dtype=wp.int32),
     # outputs
     local_out: wp.array(dtype=wp.mat44d),
     req_row_out: wp.array(dtype=wp.int32),
+    offsets_out: wp.array(dtype=wp.transformd),
+    sheared_out: wp.array(dtype=wp.int32),
 ):
     """Store the solved local matrices unless any row of the call failed (then nothing is written); reset the
-    request table either way."""
+    request table either way. With ``refresh`` (no frame of the store is anchored on another: a written frame's
+    offset is its new local matrix times its chain, and no other frame's depends on it) also update the written
+    frames' cached offsets, in place of a :func:`refresh_offsets` launch over every frame."""
     k = wp.tid()
     i = _view_row(k, kind, indices, mask, count)
     if i < 0:
@@ -349,4 +403,7 @@ def commit_writes(
     n = view_node[i]
     req_row_out[n] = -1
     if status[0] == _STATUS_OK:
-        local_out[n] = new_local[k]
+        m = new_local[k]
+        local_out[n] = m
+        if refresh != 0:
+            _cache_offset(n, m @ chain[n], body, offsets_out, sheared_out)

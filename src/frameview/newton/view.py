@@ -251,7 +251,8 @@ class NewtonFrameView(BaseFrameView):
         key = (*self._rows_key(rows), body_q.ptr, pos_out.ptr, quat_out.ptr, offset_key)
         store = self._store
         self._launches.run(name, key, lambda: [(read_poses, rows.count, [
-            store.local, store.chain, store.anchor, store.body, body_q, *self._rows_params(rows), int(world), offset,
+            store.local, store.chain, store.anchor, store.body, store.offset, store.sheared, body_q,
+            *self._rows_params(rows), int(world), offset,
             pos_out, quat_out, self._errors.status,
         ])], publish=not rows.checked)  # fmt: skip
 
@@ -293,16 +294,27 @@ class NewtonFrameView(BaseFrameView):
         scale: wp.array | None = None,
     ) -> None:
         """Stage the rows, solve every written frame against its parent's world matrix after the write, commit all
-        rows or none (three launches, no host round trip)."""
+        rows or none and refresh the cached offsets of the frames that moved (three launches, four when a frame is
+        anchored on another; no host round trip). The key holds the store's node count: a graph made before frames
+        were added would neither refresh them nor know that they may be anchored."""
         store, status = self._store, self._errors.status
         new_local = self._outputs("newton_new_local", wp.mat44d, rows.count)  # scratch, one row per request row
         body_q = self._body_q() if in_world else self._no_bodies
         name = ("write", in_world, rows.kind, pos is None, quat is None, scale is None)
-        key = (*self._rows_key(rows), body_q.ptr, address(pos), address(quat), address(scale), new_local.ptr)
+        key = (
+            *self._rows_key(rows),
+            store.count,
+            body_q.ptr,
+            address(pos),
+            address(quat),
+            address(scale),
+            new_local.ptr,
+        )
 
         def build() -> list:
             rows_params = self._rows_params(rows)
-            return [
+            anchored = store.anchored  # then every frame's offset is refreshed after the commit, else the commit's
+            steps = [
                 (stage_rows, rows.count, [*rows_params, store.req_row, status]),
                 (solve_writes, rows.count, [
                     store.local, store.chain, store.anchor, store.body, body_q, *rows_params, store.req_row,
@@ -310,8 +322,14 @@ class NewtonFrameView(BaseFrameView):
                     int(quat is not None), self._no_quat if quat is None else quat,
                     int(scale is not None), self._no_vec3 if scale is None else scale, new_local, status,
                 ]),
-                (commit_writes, rows.count, [new_local, *rows_params, status, store.local, store.req_row]),
+                (commit_writes, rows.count, [
+                    new_local, *rows_params, status, int(not anchored), store.chain, store.body,
+                    store.local, store.req_row, store.offset, store.sheared,
+                ]),
             ]  # fmt: skip
+            if anchored:  # frames below a written one moved with it
+                steps.append(store.refresh_step())
+            return steps
 
         self._launches.run(name, key, build, publish=True)
 
