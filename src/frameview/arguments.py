@@ -78,7 +78,7 @@ class ArgumentsMixin:
             if isinstance(mask, wp.array) and rows.mask is mask:
                 self._last_rows = (mask, rows)
             return rows
-        if self._device_rows and self._device.is_cuda:  # on the CPU every array is host memory: check it here
+        if self._device_rows:  # device indices (on the CPU too: checked by the kernels, raised by the call)
             device_rows = self._device_indices(indices)
             if device_rows is not None:
                 if device_rows.indices is indices:  # used as is (int32, contiguous, on the view's device)

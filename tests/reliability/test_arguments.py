@@ -49,6 +49,9 @@ INDEX_KINDS = {**SIGNED, **UNSIGNED}
 WIDE = ["list", "tuple", "np_int64", "np_uint64", "torch_int64", "wp_int64", "np_int32", "wp_int32"]
 
 GETTERS = ["get_world_poses", "get_local_poses", "get_world_scales", "get_local_scales"]
+ROW = r"( \(row \d+\))?"
+"""Indices on the view's device (a Warp array on the CPU for a CPU view) are checked by the kernels, whose message
+also names the row."""
 
 
 def _read(view: fv.BaseFrameView, getter: str, indices: Any = None) -> list[np.ndarray]:
@@ -95,11 +98,11 @@ def bad_indices(draw: st.DrawFn) -> tuple[Any, type[Exception], str]:
     if case == "too_large":
         bad = draw(st.integers(N, 2**31 - 1))
         kind = draw(st.sampled_from(WIDE))
-        return INDEX_KINDS[kind]([*good, bad], "cpu"), IndexError, rf"index {bad} is out of range.*count={N}"
+        return INDEX_KINDS[kind]([*good, bad], "cpu"), IndexError, rf"index {bad}{ROW} is out of range.*count={N}"
     if case == "negative":
         bad = draw(st.integers(-(2**31), -1))
         kind = draw(st.sampled_from(["list", "np_int32", "np_int64", "torch_int64", "wp_int32_host"]))
-        return INDEX_KINDS[kind]([*good, bad], "cpu"), IndexError, rf"index {bad} is negative"
+        return INDEX_KINDS[kind]([*good, bad], "cpu"), IndexError, rf"index {bad}{ROW} is negative"
     if case == "float":
         values = [float(i) for i in good] + [draw(st.floats(0, N - 1))]
         make = draw(
@@ -137,14 +140,16 @@ def test_invalid_indices_raise_and_write_nothing(robots: fv.BaseFrameView, bad: 
     """Out-of-range, negative, float, boolean, 2-D, scalar and junk indices raise IndexError/TypeError/ValueError
     naming ``indices`` from every getter and setter, and nothing is written."""
     indices, error, match = bad
+    # data for every row: indices on the view's device are checked by the kernels, after the data's shape
+    rows = indices.shape[0] if isinstance(indices, wp.array) and indices.ndim == 1 else 1
     before = snapshot(robots)
     with pytest.raises(error, match=match):
         if call.startswith("get"):
             getattr(robots, call)(indices)
         elif call == "set_local_scales":
-            robots.set_local_scales(np.ones((1, 3)), indices=indices)
+            robots.set_local_scales(np.ones((rows, 3)), indices=indices)
         else:
-            getattr(robots, call)(np.ones((1, 3)), None, indices)
+            getattr(robots, call)(np.ones((rows, 3)), None, indices)
     assert_unchanged(before, snapshot(robots))
 
 
