@@ -90,6 +90,35 @@ def test_masked_write_writes_only_masked_rows(backend: str, stage: Usd.Stage, de
             np.testing.assert_allclose(cams.get_world_poses([i])[0].numpy()[0], truth[:3], atol=1e-4)
 
 
+def test_masked_write_checks_the_masked_rows_only(backend: str, stage: Usd.Stage, device: str) -> None:
+    """A masked write reads only the masked rows of its data: a NaN in a row left out is ignored, a NaN in a masked
+    row rejects the call naming that row (the data's row, the prim's view index) and writes nothing; an all-False
+    mask writes nothing. (On the CPU the Fabric backend compacts the mask before its launches.)"""
+    rng = np.random.default_rng(14)
+    with _view(backend, ROBOTS, stage, device) as view, _view(backend, CAMERAS, stage, device) as cams:
+        mask = wp.array(MASK, dtype=wp.bool, device=device)
+        new_pos = rng.uniform(-2, 2, (N, 3))
+        new_pos[1] = np.nan  # row 1 is left out by MASK
+        view.set_world_poses(wp.array(new_pos, dtype=wp.vec3f, device=device), mask=mask)
+        view.check()
+        before_pos, before_quat = (a.numpy().copy() for a in view.get_world_poses())
+        before_cams = cams.get_world_poses()[0].numpy().copy()
+        np.testing.assert_allclose(before_pos[MASK], new_pos[MASK], atol=1e-5)
+        bad = rng.uniform(-2, 2, (N, 3))
+        bad[3] = np.inf  # row 3 is masked in
+        with pytest.raises(ValueError, match=r"positions: row 3 holds a non-finite value.*nothing was written"):
+            view.set_world_poses(wp.array(bad, dtype=wp.vec3f, device=device), mask=mask)
+            view.check()
+        view.set_world_poses(
+            wp.array(bad * 0.0, dtype=wp.vec3f, device=device), mask=wp.zeros(N, dtype=wp.bool, device=device)
+        )
+        view.check()
+        pos, quat = (a.numpy() for a in view.get_world_poses())
+        np.testing.assert_array_equal(pos, before_pos)
+        np.testing.assert_array_equal(quat, before_quat)
+        np.testing.assert_array_equal(cams.get_world_poses()[0].numpy(), before_cams)
+
+
 def test_device_indices_of_every_dtype_write_the_same(backend: str, stage: Usd.Stage, device: str) -> None:
     rows = [4, 0, 2]
     target = np.arange(9, dtype=np.float32).reshape(3, 3)

@@ -254,15 +254,39 @@ class ArgumentsMixin:
             head = self._heads[key] = buf[:rows]  # holds ``buf``: its address cannot be reused while cached
         return head
 
+    def _write_values(
+        self, rows: Rows, values: tuple[tuple[Any, str, type], ...]
+    ) -> tuple[Rows, list[tuple[wp.array | None, bool]]]:
+        """A write's data (``(value, name, dtype)`` each) through :meth:`_coerce_rows`, and the rows to write: a
+        host-bound backend's mask becomes the indices of its rows (the data cut to them). A masked write reads and
+        checks only the masked rows of its data: the others may hold anything."""
+        select = mask = None
+        if rows.kind == MASK:
+            if self._device_rows:
+                mask = rows.mask
+            else:
+                select = self._host_mask_indices(rows)
+        pairs = [self._coerce_rows(v, name, dtype, rows.count, select=select, mask=mask) for v, name, dtype in values]
+        if select is not None:
+            rows = Rows(INDEXED, select.shape[0], indices=select)
+        return rows, pairs
+
     def _coerce_rows(
-        self, value: ArrayLike | None, name: str, dtype: type, rows: int, select: wp.array | None = None
+        self,
+        value: ArrayLike | None,
+        name: str,
+        dtype: type,
+        rows: int,
+        select: wp.array | None = None,
+        mask: wp.array | None = None,
     ) -> tuple[wp.array | None, bool]:
         """Check ``value`` is (rows, width) floating point; return it as ``dtype`` on the view's device, and whether
         it came from the host (``None`` counts as host data).
 
         Host data is checked for non-finite values (and zero quaternions) here, at once; device data by the
         backend's kernels (``_device_rows``) or by one check launch. ``select``: keep only these rows (host-bound
-        backends' masked writes).
+        backends' masked writes; they are checked on the host, device data included, since it is copied there).
+        ``mask``: a device-row backend's masked write (host data: only its masked rows are checked).
         """
         if value is None:
             return None, True
@@ -285,23 +309,20 @@ class ArgumentsMixin:
         if rows == 0:
             return None, from_host
         check_norm = dtype is wp.quatf
-        if from_host:
+        if from_host or select is not None:
             host = to_numpy(arr)
-            bad = ~np.isfinite(host).all(axis=1)
-            if check_norm:
-                bad |= (host * host).sum(axis=1) < 1.0e-12
-            if bad.any():
-                row = int(np.flatnonzero(bad)[0])
-                values = host[row].tolist()
-                what = "a zero-norm quaternion" if np.all(np.isfinite(values)) else "a non-finite value"
-                raise ValueError(f"{name}: row {row} holds {what} {values}; nothing was written")
-        if select is not None:
-            host = to_numpy(arr)[to_numpy(select)]
-            arr = wp.array(host, dtype=wp.float32, device=self._device)
+            read = None  # the rows the write reads: all, or a mask's
+            if select is not None:
+                read = to_numpy(select)
+            elif mask is not None:
+                read = np.flatnonzero(to_numpy(mask))
+            _check_host_rows(host, read, name, check_norm)
+            if select is not None:
+                arr = wp.array(host[read], dtype=wp.float32, device=self._device)
         elif str(arr.device) != str(self._device):
             _wait_for_producer(arr)
             arr = wp.clone(arr, device=self._device)
-        if not from_host and not self._device_rows:
+        if not from_host and not self._device_rows and select is None:
             status = self._errors.status
             wp.launch(check_values, dim=arr.shape[0], inputs=[arr, int(check_norm)], outputs=[status],
                       device=self._device)  # fmt: skip
@@ -392,3 +413,18 @@ def _torch_index_dtypes() -> tuple:
 def _width(dtype: Any) -> int:
     """Number of scalars in one element of a Warp dtype (3 for vec3f, 4 for quatf, 1 for scalars)."""
     return int(getattr(dtype, "_length_", 1))
+
+
+def _check_host_rows(host: np.ndarray, rows: np.ndarray | None, name: str, check_norm: bool) -> None:
+    """Raise ``ValueError`` naming the first of ``rows`` (all when ``None``) of ``host`` (M, width) that holds a
+    non-finite value (or, ``check_norm``, a zero-norm quaternion)."""
+    part = host if rows is None else host[rows]
+    bad = ~np.isfinite(part).all(axis=1)
+    if check_norm:
+        bad |= (part * part).sum(axis=1) < 1.0e-12
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        row = first if rows is None else int(rows[first])
+        values = host[row].tolist()
+        what = "a zero-norm quaternion" if np.all(np.isfinite(values)) else "a non-finite value"
+        raise ValueError(f"{name}: row {row} holds {what} {values}; nothing was written")

@@ -314,14 +314,8 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     def _set(self, what: str, indices: IndicesLike, mask: MaskLike, *values: tuple[Any, str, type]) -> None:
         self._check_no_writer()
-        rows = self._prepare(indices, mask, write=True)
-        select = None
-        if rows.kind == MASK and not self._device_rows:
-            select = self._host_mask_indices(rows)
-        pairs = [self._coerce_rows(v, name, dtype, rows.count, select=select) for v, name, dtype in values]
+        rows, pairs = self._write_values(self._prepare(indices, mask, write=True), values)
         coerced = [array for array, _host in pairs]
-        if select is not None:
-            rows = Rows(INDEXED, select.shape[0], indices=select)
         if rows.count == 0 or all(c is None for c in coerced):
             return
         if what == "scale":

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import warp as wp
 
-from ._rows import ALL, INDEXED, MASK, Rows
+from ._rows import ALL, MASK, Rows
 from .host import to_numpy
 from .writer_scopes import (
     PendingWrite,
@@ -153,13 +153,7 @@ class WriterScopesMixin:
         """Validate a write as the view's setters do; ``None`` when it writes nothing. ``values``: (positions,
         orientations[, scales]) or, with ``scale_only``, (scales,)."""
         view = cast("BaseFrameView", self)
-        rows = view._prepare(indices, mask, write=True)
-        select = None
-        if rows.kind == MASK and not view._device_rows:
-            select = view._host_mask_indices(rows)
-        pairs = [view._coerce_rows(v, name, dtype, rows.count, select=select) for v, name, dtype in values]
-        if select is not None:
-            rows = Rows(INDEXED, select.shape[0], indices=select)
+        rows, pairs = view._write_values(view._prepare(indices, mask, write=True), values)
         arrays = [array for array, _host in pairs]
         if rows.count == 0 or all(a is None for a in arrays):
             return None
