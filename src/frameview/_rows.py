@@ -27,6 +27,9 @@ from ._launch import RecordedLaunch
 from .host import CAPTURE_LOCK, to_numpy
 
 ALL, INDEXED, MASK = 0, 1, 2
+MASK_ROWS = 3
+"""A kernel-only row kind: a mask's rows compacted into ``indices`` (CPU writes, where every launch loops over its
+rows on one core): row ``k`` is prim ``indices[k]``, whose data and reports use that prim's row, as for ``MASK``."""
 
 STATUS_OK = 2**31 - 1
 """The status word at rest (no error)."""

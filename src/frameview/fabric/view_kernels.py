@@ -15,6 +15,7 @@ from .._rows import (
     CODE_INDEX_RANGE,
     INDEXED,
     MASK,
+    MASK_ROWS,
     STATUS_OK,
     failed,
     publish_word,
@@ -35,6 +36,7 @@ _NAN = wp.constant(float("nan"))
 _NO_OFFSET = wp.quatf(0.0, 0.0, 0.0, 1.0)
 _KIND_INDEXED = wp.constant(INDEXED)
 _KIND_MASK = wp.constant(MASK)
+_KIND_MASK_ROWS = wp.constant(MASK_ROWS)
 STAGE_ALL, STAGE_INDICES, STAGE_MASK = (wp.constant(k) for k in range(3))
 """Modes of :func:`_stage_write`: how a write's request rows are set."""
 
@@ -269,9 +271,10 @@ def _solve_flat(
     parent is an anchor that this write cannot move, or none): new local and world matrix of each written prim into
     view-indexed scratch, nothing written to Fabric.
 
-    Rows: ``kind`` ALL (row ``k`` is prim ``k``), MASK (prim ``k`` if ``mask[k]``) or INDEXED (prim ``indices[k]``,
+    Rows: ``kind`` ALL (row ``k`` is prim ``k``), MASK (prim ``k`` if ``mask[k]``), INDEXED (prim ``indices[k]``,
     reported when out of range; each prim is claimed in ``claims``, -1 between calls, so an index given twice is
-    reported; :func:`_commit_flat` releases the claims). A prim's slot comes from ``slots``, its parent's from
+    reported; :func:`_commit_flat` releases the claims) or MASK_ROWS (prim ``indices[k]``, a mask compacted on the
+    host, whose data and reports use the prim's row). A prim's slot comes from ``slots``, its parent's from
     ``row_parent_slots`` (per view index), each used only when the tag column confirms it (the prim there carries the
     expected tag), else found through ``parent_slots`` or by :func:`_scan_slot` and written back: no launch inverts the
     tables while the Fabric arrays stay the same, and a stale table costs time, never a wrong row.
@@ -282,13 +285,17 @@ def _solve_flat(
     """
     k = wp.tid()
     i = k
+    r = k  # the request row: its data, and the row errors name
     if kind == _KIND_INDEXED:
         i = indices[k]
     if kind == _KIND_MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
         if not mask[k]:  # first: a reset's mask leaves most rows out, whose loads would only cost bandwidth
             return
+    if kind == _KIND_MASK_ROWS:  # a mask compacted on the host (CPU): in range, each prim once
+        i = indices[k]
+        r = i
     dead = failed(status_out)
-    t, q, sc = request_values(k, set_pos, pos, set_quat, quat, set_scale, scale)
+    t, q, sc = request_values(r, set_pos, pos, set_quat, quat, set_scale, scale)
     ic = wp.clamp(i, 0, count - 1)
     s = slots[ic]
     up = node_parent[ic]
@@ -300,7 +307,7 @@ def _solve_flat(
     parent_tag = int(parent_tags[pc])
     if i != ic:
         if not dead:
-            report(status_out, k, CODE_INDEX_RANGE)
+            report(status_out, r, CODE_INDEX_RANGE)
         return
     claimed = int(-1)
     if kind == _KIND_INDEXED:
@@ -308,14 +315,14 @@ def _solve_flat(
     if dead:
         return
     if claimed != -1:
-        report(status_out, k, CODE_INDEX_DUPLICATE)
+        report(status_out, r, CODE_INDEX_DUPLICATE)
         return
-    if not values_ok(k, set_pos, t, set_quat, q, set_scale, sc, status_out):
+    if not values_ok(r, set_pos, t, set_quat, q, set_scale, sc, status_out):
         return
     if tag != i or s < 0 or s >= count:  # a stale slot table: scan the column (and repair the table)
         s = _scan_slot(tags, slots, i, count)
         if s < 0:  # a tag missing from its column: the host's count check makes this unreachable
-            report(status_out, k, CODE_INDEX_RANGE)
+            report(status_out, r, CODE_INDEX_RANGE)
             return
         local = view_local[s]
     if up < 0:
@@ -327,12 +334,12 @@ def _solve_flat(
             if ps < 0 or ps >= parent_count or int(parent_tags[wp.clamp(ps, 0, parent_count - 1)]) != p:
                 ps = _scan_slot(parent_tags, parent_slots, p, parent_count)
             if ps < 0:
-                report(status_out, k, CODE_INDEX_RANGE)
+                report(status_out, r, CODE_INDEX_RANGE)
                 return
             row_parent_slots[i] = ps
             pw = parent_world[ps]
     m, status = solve_local(local, pw, in_world, set_pos, t, set_quat, q, set_scale, sc)
-    report_solve(status_out, k, status)
+    report_solve(status_out, r, status)
     local_out[i] = m
     world_out[i] = m @ pw
 
@@ -551,6 +558,8 @@ def _commit_flat(
         i = indices[k]
         if i < 0 or i >= count:
             live = False
+    elif kind == _KIND_MASK_ROWS:
+        i = indices[k]
     elif kind == _KIND_MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
         if not mask[k]:
             live = False
