@@ -317,9 +317,9 @@ class ArgumentsMixin:
             elif mask is not None:
                 read = np.flatnonzero(to_numpy(mask))
             _check_host_rows(host, read, name, check_norm)
-            if select is not None:
-                arr = wp.array(host[read], dtype=wp.float32, device=self._device)
-        elif str(arr.device) != str(self._device):
+        if select is not None:
+            arr = wp.array(host[read], dtype=wp.float32, device=self._device)
+        elif str(arr.device) != str(self._device):  # host data for a CUDA view, or another device's
             _wait_for_producer(arr)
             arr = wp.clone(arr, device=self._device)
         if not from_host and not self._device_rows and select is None:
