@@ -90,16 +90,22 @@ def test_masked_write_writes_only_masked_rows(backend: str, stage: Usd.Stage, de
             np.testing.assert_allclose(cams.get_world_poses([i])[0].numpy()[0], truth[:3], atol=1e-4)
 
 
-def test_masked_write_checks_the_masked_rows_only(backend: str, stage: Usd.Stage, device: str) -> None:
-    """A masked write reads only the masked rows of its data: a NaN in a row left out is ignored, a NaN in a masked
-    row rejects the call naming that row (the data's row, the prim's view index) and writes nothing; an all-False
-    mask writes nothing. (On the CPU the Fabric backend compacts the mask before its launches.)"""
+@pytest.mark.parametrize("data", ["device", "numpy"])
+def test_masked_write_checks_the_masked_rows_only(backend: str, stage: Usd.Stage, device: str, data: str) -> None:
+    """A masked write reads only the masked rows of its data (on the view's device or NumPy): a NaN in a row left out
+    is ignored, a NaN in a masked row rejects the call naming that row (the data's row, the prim's view index) and
+    writes nothing; an all-False mask writes nothing. (On the CPU the Fabric backend compacts the mask before its
+    launches.)"""
     rng = np.random.default_rng(14)
+
+    def rows(values: np.ndarray):
+        return wp.array(values, dtype=wp.vec3f, device=device) if data == "device" else values
+
     with _view(backend, ROBOTS, stage, device) as view, _view(backend, CAMERAS, stage, device) as cams:
         mask = wp.array(MASK, dtype=wp.bool, device=device)
         new_pos = rng.uniform(-2, 2, (N, 3))
         new_pos[1] = np.nan  # row 1 is left out by MASK
-        view.set_world_poses(wp.array(new_pos, dtype=wp.vec3f, device=device), mask=mask)
+        view.set_world_poses(rows(new_pos), mask=mask)
         view.check()
         before_pos, before_quat = (a.numpy().copy() for a in view.get_world_poses())
         before_cams = cams.get_world_poses()[0].numpy().copy()
@@ -107,10 +113,10 @@ def test_masked_write_checks_the_masked_rows_only(backend: str, stage: Usd.Stage
         bad = rng.uniform(-2, 2, (N, 3))
         bad[3] = np.inf  # row 3 is masked in
         with pytest.raises(ValueError, match=r"positions: row 3 holds a non-finite value.*nothing was written"):
-            view.set_world_poses(wp.array(bad, dtype=wp.vec3f, device=device), mask=mask)
+            view.set_world_poses(rows(bad), mask=mask)
             view.check()
         nothing = wp.zeros(N, dtype=wp.bool, device=device)  # every row left out: NaN everywhere is never read
-        view.set_world_poses(wp.array(np.full((N, 3), np.nan), dtype=wp.vec3f, device=device), mask=nothing)
+        view.set_world_poses(rows(np.full((N, 3), np.nan)), mask=nothing)
         view.check()
         pos, quat = (a.numpy() for a in view.get_world_poses())
         np.testing.assert_array_equal(pos, before_pos)

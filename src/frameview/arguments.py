@@ -260,13 +260,13 @@ class ArgumentsMixin:
         """A write's data (``(value, name, dtype)`` each) through :meth:`_coerce_rows`, and the rows to write: a
         host-bound backend's mask becomes the indices of its rows (the data cut to them). A masked write reads and
         checks only the masked rows of its data: the others may hold anything."""
-        select = mask = None
-        if rows.kind == MASK:
-            if self._device_rows:
-                mask = rows.mask
-            else:
-                select = self._host_mask_indices(rows)
-        pairs = [self._coerce_rows(v, name, dtype, rows.count, select=select, mask=mask) for v, name, dtype in values]
+        select = None
+        masked = rows.kind == MASK
+        if masked and not self._device_rows:
+            select = self._host_mask_indices(rows)
+        pairs = [
+            self._coerce_rows(v, name, dtype, rows.count, select=select, masked=masked) for v, name, dtype in values
+        ]
         if select is not None:
             rows = Rows(INDEXED, select.shape[0], indices=select)
         return rows, pairs
@@ -278,7 +278,7 @@ class ArgumentsMixin:
         dtype: type,
         rows: int,
         select: wp.array | None = None,
-        mask: wp.array | None = None,
+        masked: bool = False,
     ) -> tuple[wp.array | None, bool]:
         """Check ``value`` is (rows, width) floating point; return it as ``dtype`` on the view's device, and whether
         it came from the host (``None`` counts as host data).
@@ -286,7 +286,9 @@ class ArgumentsMixin:
         Host data is checked for non-finite values (and zero quaternions) here, at once; device data by the
         backend's kernels (``_device_rows``) or by one check launch. ``select``: keep only these rows (host-bound
         backends' masked writes; they are checked on the host, device data included, since it is copied there).
-        ``mask``: a device-row backend's masked write (host data: only its masked rows are checked).
+        ``masked``: a masked write, whose data is checked in its masked rows only: for a device-row backend, host data
+        is then left to the kernels as device data is (they skip the other rows; the call still raises at once, its
+        data having come from the host), so that the mask is not read back.
         """
         if value is None:
             return None, True
@@ -309,13 +311,9 @@ class ArgumentsMixin:
         if rows == 0:
             return None, from_host
         check_norm = dtype is wp.quatf
-        if from_host or select is not None:
+        if select is not None or (from_host and not masked):
             host = to_numpy(arr)
-            read = None  # the rows the write reads: all, or a mask's
-            if select is not None:
-                read = to_numpy(select)
-            elif mask is not None:
-                read = np.flatnonzero(to_numpy(mask))
+            read = None if select is None else to_numpy(select)  # the rows the write reads: all, or a mask's
             _check_host_rows(host, read, name, check_norm)
         if select is not None:
             arr = wp.array(host[read], dtype=wp.float32, device=self._device)
