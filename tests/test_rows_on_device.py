@@ -45,6 +45,17 @@ def stage() -> Usd.Stage:
     return build_env_stage(N, seed=4, robot_scale="uniform", camera_rotation="random")
 
 
+@pytest.fixture(params=["compact", "mask"])
+def mask_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Fabric views on the CPU compact a masked write's rows before launching; ``"mask"`` turns that off, so the
+    kernels' MASK path (the one CUDA takes) runs on the CPU too."""
+    if request.param == "mask":
+        from frameview.fabric.writes import WritesMixin
+
+        monkeypatch.setattr(WritesMixin, "_compact_masks", False)
+    return request.param
+
+
 def _world_truth(stage: Usd.Stage, leaf: str) -> tuple[np.ndarray, np.ndarray]:
     t, q, _s = decompose_all(xform_cache_world(stage, env_paths(N, leaf)))
     return t, q
@@ -65,7 +76,7 @@ def test_masked_read_fills_only_masked_rows(backend: str, stage: Usd.Stage, devi
         np.testing.assert_allclose(view.get_world_scales(mask=MASK).numpy()[MASK], truth_scale[MASK], atol=1e-4)
 
 
-def test_masked_write_writes_only_masked_rows(backend: str, stage: Usd.Stage, device: str) -> None:
+def test_masked_write_writes_only_masked_rows(backend: str, stage: Usd.Stage, device: str, mask_path: str) -> None:
     rng = np.random.default_rng(2)
     new_pos, new_quat = rng.uniform(-2, 2, (N, 3)), random_quats(rng, N)
     before_pos, before_quat = _world_truth(stage, "/Robot")
@@ -91,7 +102,9 @@ def test_masked_write_writes_only_masked_rows(backend: str, stage: Usd.Stage, de
 
 
 @pytest.mark.parametrize("data", ["device", "numpy"])
-def test_masked_write_checks_the_masked_rows_only(backend: str, stage: Usd.Stage, device: str, data: str) -> None:
+def test_masked_write_checks_the_masked_rows_only(
+    backend: str, stage: Usd.Stage, device: str, data: str, mask_path: str
+) -> None:
     """A masked write reads only the masked rows of its data (on the view's device or NumPy): a NaN in a row left out
     is ignored, a NaN in a masked row rejects the call naming that row (the data's row, the prim's view index) and
     writes nothing; an all-False mask writes nothing. (On the CPU the Fabric backend compacts the mask before its
@@ -312,7 +325,7 @@ def _robot_locals_after_write(stage: Usd.Stage, pos: np.ndarray, quat: np.ndarra
 @pytest.mark.parametrize("rows_kind", ["indices", "mask", "all"])
 @pytest.mark.parametrize("garbage", ["permuted", "out_of_range"])
 def test_a_stale_slot_table_costs_time_never_a_wrong_row(
-    stage: Usd.Stage, device: str, rows_kind: str, garbage: str
+    stage: Usd.Stage, device: str, rows_kind: str, garbage: str, mask_path: str
 ) -> None:
     """A view without nesting inverts its slot tables only when its Fabric arrays are rebuilt and verifies every
     slot against the tag column: with its three tables scrambled (view slots, parent slots, each row's parent slot),
@@ -373,7 +386,7 @@ def test_claims_are_released_after_a_rejected_indexed_write(stage: Usd.Stage, de
         np.testing.assert_allclose(robots.get_world_poses([1, 3, 5])[0].numpy(), pos, atol=1e-5)
 
 
-def test_launch_trace_records_launches_that_redo_the_call(stage: Usd.Stage, device: str) -> None:
+def test_launch_trace_records_launches_that_redo_the_call(stage: Usd.Stage, device: str, mask_path: str) -> None:
     """``FabricFrameView.launch_trace`` (the seam perf/bench_kernels.py times launches with) records a masked write's
     two launches; launched again after another write, they put the traced poses back (cameras following, against
     float64 truth) without touching the view's error reporting. Nothing is recorded outside the block."""

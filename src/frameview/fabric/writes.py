@@ -59,6 +59,9 @@ class WritesMixin:
     _no_table: wp.array
     _index_buffer: wp.array
     _index_host: np.ndarray
+    _compact_masks = True
+    """CPU: compact a masked write's rows before its launches (:meth:`_mask_rows`); the tests also run the kernels'
+    MASK path on the CPU with it off (the path CUDA takes)."""
 
     if TYPE_CHECKING:
 
@@ -97,7 +100,7 @@ class WritesMixin:
                     if getattr(plan, "stale", False):
                         self._outside_capture("its descendant plan's arrays")
                     plan.refresh()  # host work only when the model's prims or buckets changed
-                if rows.kind == MASK and self._device.is_cpu and not self._nested:
+                if rows.kind == MASK and self._compact_masks and self._device.is_cpu and not self._nested:
                     rows = self._mask_rows(rows)
                     if rows.count == 0:
                         return
