@@ -124,15 +124,23 @@ def compose_matrix(t: wp.vec3d, q: wp.quatd, s: wp.vec3d):
 
 
 @wp.func
-def finish_pose(t: wp.vec3d, q: wp.quatd, offset: wp.quatf):
-    """Float32 position and xyzw orientation (``w >= 0``) from float64 ones, the orientation (any norm > 0)
-    right-multiplied by ``offset`` unless ``offset`` is the identity (plain reads skip the product). Normalised in
-    float64 through one reciprocal square root (a plain ``normalize`` divides each component)."""
-    if offset[3] != 1.0:  # not the identity (a unit quaternion with w == 1)
-        q = q * wp.quatd(offset)
+def unit_quat(q: wp.quatd):
+    """``q`` over its norm through one reciprocal square root (a plain ``normalize`` divides each component); a
+    zero quaternion is returned as is."""
     n = wp.dot(q, q)
     if n > wp.float64(0.0):
-        q = q * (wp.float64(1.0) / wp.sqrt(n))
+        return q * (wp.float64(1.0) / wp.sqrt(n))
+    return q
+
+
+@wp.func
+def finish_pose(t: wp.vec3d, q: wp.quatd, offset: wp.quatf):
+    """Float32 position and xyzw orientation (``w >= 0``) from float64 ones, the orientation (any norm > 0)
+    right-multiplied by ``offset`` unless ``offset`` is the identity (plain reads skip the product), normalised by
+    :func:`unit_quat`."""
+    if offset[3] != 1.0:  # not the identity (a unit quaternion with w == 1)
+        q = q * wp.quatd(offset)
+    q = unit_quat(q)
     if q[3] < wp.float64(0.0):
         q = -q
     return wp.vec3f(t), wp.quatf(q)
@@ -179,16 +187,6 @@ def is_sheared(m: wp.mat44d):
     r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
     r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
     return _rows_sheared(r0, r1, r2, wp.length(r0), wp.length(r1), wp.length(r2))
-
-
-@wp.func
-def _unit_quat(q: wp.quatd):
-    """``q`` over its norm through one reciprocal square root (a plain ``normalize`` divides each component); a
-    zero quaternion, which the writes reject before solving, is returned as is."""
-    n = wp.dot(q, q)
-    if n > wp.float64(0.0):
-        return q * (wp.float64(1.0) / wp.sqrt(n))
-    return q
 
 
 @wp.func
@@ -318,7 +316,7 @@ def solve_local(
             if wp.dot(wp.cross(r0, r1), r2) < zero:
                 l0 = -l0
             scale = wp.vec3d(l0, l1, l2)
-            rows = wp.transpose(wp.quat_to_matrix(_unit_quat(q)))
+            rows = wp.transpose(wp.quat_to_matrix(unit_quat(q)))
             if in_world != 0:  # diag(e, 1, 1) R(q) M^T: M the parent's rows by Gram-Schmidt, e = det M
                 m0 = p0 * (one / wp.sqrt(sq0))
                 g1 = p1 - wp.dot(p1, m0) * m0
