@@ -123,7 +123,7 @@ class WritesMixin:
         loop over the rows written instead of every row of the mask (Warp's CPU launches run one thread after
         another: a reset's 256 of 8192 rows otherwise pay ~5 ns per row left out in each launch). The CPU's arrays are
         host memory: NumPy reads the mask in place."""
-        host = rows.mask.numpy().nonzero()[0]
+        host = to_numpy(rows.mask).nonzero()[0]
         n = host.size
         self._index_host[:n] = host
         return Rows(MASK_ROWS, n, indices=self._head(self._index_buffer, n))
