@@ -221,7 +221,8 @@ def test_prims_added_on_usd_join_the_model() -> None:
 
 
 def test_bucket_churn_never_yields_a_wrong_pose() -> None:
-    """Other views tagging and untagging overlapping prims between reads (swap-removes) never stale the slot table."""
+    """Other views tagging and untagging overlapping prims between reads (swap-removes) never stale the slot table
+    (full, indexed and masked reads)."""
     stage = build_env_stage(12, seed=9)
     rng = np.random.default_rng(0)
     with fv.FabricFrameView(CAMERAS, stage=stage) as view:
@@ -236,8 +237,12 @@ def test_bucket_churn_never_yields_a_wrong_pose() -> None:
                 leaf = "/Robot/Camera" if rng.random() < 0.5 else "/Robot"
                 others.append(fv.FabricFrameView([f"/World/envs/env_{i}{leaf}" for i in pick], stage=stage))
             rows = rng.choice(12, size=5, replace=False)
+            mask = np.zeros(12, dtype=bool)
+            mask[rows] = True
             np.testing.assert_allclose(view.get_world_poses()[0].numpy(), expected, atol=1e-4)
             np.testing.assert_allclose(view.get_world_poses(rows)[0].numpy(), expected[rows], atol=1e-4)
+            masked = view.get_world_poses(mask=wp.array(mask, dtype=wp.bool))[0].numpy()
+            np.testing.assert_allclose(masked[rows], expected[rows], atol=1e-4)
         for other in others:
             other.close()
 

@@ -370,6 +370,24 @@ def test_a_stale_slot_table_costs_time_never_a_wrong_row(
         assert np.all(robots._req_row.numpy() == -1)  # every claim released
 
 
+@pytest.mark.parametrize("garbage", ["permuted", "out_of_range"])
+def test_a_stale_slot_table_never_gives_a_masked_read_a_wrong_row(stage: Usd.Stage, device: str, garbage: str) -> None:
+    """A masked read takes each row's slot from the view's table, inverted once per Fabric-array rebuild, and
+    verifies it against the tag column: with the table scrambled it still reads the right prims (float64 truth)
+    and repairs the entries it used."""
+    truth_pos, truth_quat = _world_truth(stage, "/Robot/Camera")
+    mask = wp.array(MASK, dtype=wp.bool, device=device)
+    with fv.FabricFrameView(CAMERAS, stage=stage, device=device) as cams:
+        cams.get_world_poses(mask=mask)  # inverts the table (fresh view)
+        true_slots = cams._slots.numpy().copy()
+        bad = np.random.default_rng(3).permutation(N) if garbage == "permuted" else np.full(N, 10**6)
+        cams._slots.assign(bad.astype(np.int32))
+        pos, quat = (a.numpy() for a in cams.get_world_poses(mask=mask))
+        np.testing.assert_allclose(pos[MASK], truth_pos[MASK], atol=1e-5)
+        assert_quats_close(quat[MASK], truth_quat[MASK], atol=1e-5)
+        np.testing.assert_array_equal(cams._slots.numpy()[MASK], true_slots[MASK])
+
+
 def test_claims_are_released_after_a_rejected_indexed_write(stage: Usd.Stage, device: str) -> None:
     """A flat view's indexed write claims each prim for the call and releases it whatever happened: after a write
     rejected for a duplicate or an out-of-range index, the same prims can be written again."""

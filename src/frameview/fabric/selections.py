@@ -27,6 +27,7 @@ class SelectionsMixin:
     _arrays: dict[str, Any]
     _launches: dict[Any, Any]
     _slots_fresh: bool
+    _view_slots_fresh: bool
 
     if TYPE_CHECKING:
 
@@ -75,6 +76,7 @@ class SelectionsMixin:
                 self._arrays[prefix + name] = wp.fabricarray(sel, name)
             self._launches.clear()
             self._slots_fresh = False  # a write of a view without nesting inverts its slot tables again
+            self._view_slots_fresh = False  # and a masked read the view's table
 
     def _untagged(self, paths: Sequence[str], tag: str, limit: int = 3) -> list[str]:
         """Up to ``limit`` of ``paths`` that no longer carry ``tag`` (error path only: one lookup per prim)."""

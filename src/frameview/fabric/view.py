@@ -44,7 +44,15 @@ from .selections import SelectionsMixin
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 from .stage import FabricSelection as FabricSelection
 from .view_kernels import _ANCHOR as _ANCHOR
-from .view_kernels import _NO_OFFSET, _gather_poses, _gather_scales, _invert_check, _scatter_poses, _scatter_scales
+from .view_kernels import (
+    _NO_OFFSET,
+    _gather_poses,
+    _gather_scales,
+    _invert_check,
+    _mask_poses,
+    _scatter_poses,
+    _scatter_scales,
+)
 from .view_kernels import STAGE_ALL as STAGE_ALL
 from .view_kernels import STAGE_INDICES as STAGE_INDICES
 from .view_kernels import STAGE_MASK as STAGE_MASK
@@ -156,6 +164,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         # view index -> request row, -1: not written (a view without nesting keeps it -1 between calls: its claims)
         self._req_row = wp.full(n, -1, dtype=wp.int32, device=dev)
         self._slots_fresh = False  # whether the slot tables were inverted since the Fabric arrays were last rebuilt
+        self._view_slots_fresh = False  # the same for the view's own table (masked reads need only that one)
         self._req_all = wp.array(np.arange(n, dtype=np.int32), dtype=wp.int32, device=dev)
         self._new_local = wp.empty(n, dtype=wp.mat44d, device=dev)
         self._new_world = wp.empty(n, dtype=wp.mat44d, device=dev)
@@ -267,11 +276,12 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                 mats, tags = self._arrays[attr], self._arrays[self._tag]
                 key = (attr, self._offset_key(offset))
                 if rows.kind == ALL:
-                    self._launch_recorded(("poses", key), _scatter_poses, self.count,
-                                          [tags, mats, self._no_mask, 0, offset], [pos_out, quat_out])  # fmt: skip
+                    self._launch_recorded(("poses", key), _scatter_poses, self.count, [tags, mats, offset],
+                                          [pos_out, quat_out])  # fmt: skip
                 elif rows.kind == MASK:
-                    self._launch_cmd(("masked", key), _scatter_poses, self.count,
-                                     [tags, mats, rows.mask, 1, offset, pos_out, quat_out])  # fmt: skip
+                    self._invert_view_table(tags)
+                    self._launch_cmd(("masked", key), _mask_poses, self.count, [
+                        tags, mats, self._slots, self.count, rows.mask, offset, pos_out, quat_out])  # fmt: skip
                 else:
                     where = (rows.count, _address(rows.indices), _address(pos_out), _address(quat_out))
                     self._run_steps(("gather", key), where, lambda: [
@@ -281,6 +291,15 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                     ])  # fmt: skip
             finally:
                 self._release_selections()
+
+    def _invert_view_table(self, tags: Any) -> None:
+        """Before a masked read: invert the tag column into the view's slot table once after the Fabric arrays were
+        rebuilt (the masked read verifies each slot it uses, so a table that went stale costs time, never a row)."""
+        if not self._view_slots_fresh:
+            self._launch_cmd("invert_view", _stage_write, self.count, [
+                tags, tags, self.count, 0, int(STAGE_ALL), self._no_mask, self._slots, self._parent_slots,
+                self._req_row])  # fmt: skip
+            self._view_slots_fresh = True
 
     def _invert_check(self, tags: Any, rows: Rows) -> tuple:
         """The first step of an indexed read: the slot table, and the indices out of range reported."""

@@ -46,23 +46,67 @@ def _scatter_poses(
     # inputs
     tags: wp.fabricarray(dtype=wp.uint32),
     mats: wp.fabricarray(dtype=wp.mat44d),
-    mask: wp.array(dtype=wp.bool),
-    use_mask: int,
     offset: wp.quatf,
     # outputs
     pos_out: wp.array(dtype=wp.vec3f),
     quat_out: wp.array(dtype=wp.quatf),
 ):
-    """Full (or masked) read, no slot table needed: row ``tag[slot]`` is ``decompose(mats[slot])`` (rotation times
-    ``offset``); with ``use_mask`` only rows whose ``mask`` is set."""
+    """Full read, no slot table needed: row ``tag[slot]`` is ``decompose(mats[slot])`` (rotation times ``offset``)."""
     slot = wp.tid()
     i = int(tags[slot])
-    if use_mask != 0:  # noqa: SIM102 - Warp does not short-circuit: mask is empty when use_mask == 0
-        if not mask[i]:
-            return
     p, q = pose_of(mats[slot], offset)
     pos_out[i] = p
     quat_out[i] = q
+
+
+@wp.func
+def _scan_slot(tags: wp.fabricarray(dtype=wp.uint32), table: wp.array(dtype=wp.int32), i: int, count: int):
+    """The Fabric slot whose tag is ``i``, found by scanning the tag column and written back to ``table``; -1 if no
+    prim carries the tag. For a slot table entry that the tag column did not confirm (a stale table): slow, never
+    wrong."""
+    for t in range(count):
+        if int(tags[t]) == i:
+            table[i] = t
+            return t
+    return -1
+
+
+@wp.kernel(enable_backward=False)
+def _mask_poses(
+    # inputs
+    tags: wp.fabricarray(dtype=wp.uint32),
+    mats: wp.fabricarray(dtype=wp.mat44d),
+    slots: wp.array(dtype=wp.int32),
+    count: int,
+    mask: wp.array(dtype=wp.bool),
+    offset: wp.quatf,
+    # outputs
+    pos_out: wp.array(dtype=wp.vec3f),
+    quat_out: wp.array(dtype=wp.quatf),
+):
+    """Masked read: row ``k`` (where ``mask[k]``) is ``decompose(mats[slots[k]])`` (rotation times ``offset``).
+
+    The slot is loaded beside the mask and used when the tag column confirms it (the prim there carries tag ``k``),
+    else found by :func:`_scan_slot` and written back: a stale table costs time, never a wrong row (a tag missing
+    from its column, which the host's count check makes unreachable, gives NaN). Two dependent loads before the
+    matrix instead of three (tag, then mask, then matrix)."""
+    k = wp.tid()
+    s = slots[k]
+    if not mask[k]:
+        return
+    sc = wp.clamp(s, 0, count - 1)
+    m = mats[sc]
+    tag = int(tags[sc])
+    if tag != k or s != sc:
+        s = _scan_slot(tags, slots, k, count)
+        if s < 0:
+            pos_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
+            quat_out[k] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
+            return
+        m = mats[s]
+    p, q = pose_of(m, offset)
+    pos_out[k] = p
+    quat_out[k] = q
 
 
 @wp.kernel(enable_backward=False)
@@ -226,18 +270,6 @@ def _stage_indices(
         report(status_out, k, CODE_INDEX_DUPLICATE)
 
 
-@wp.func
-def _scan_slot(tags: wp.fabricarray(dtype=wp.uint32), table: wp.array(dtype=wp.int32), i: int, count: int):
-    """The Fabric slot whose tag is ``i``, found by scanning the tag column and written back to ``table``; -1 if no
-    prim carries the tag. For a slot table entry that the tag column did not confirm (a stale table): slow, never
-    wrong."""
-    for t in range(count):
-        if int(tags[t]) == i:
-            table[i] = t
-            return t
-    return -1
-
-
 @wp.kernel(enable_backward=False)
 def _solve_flat(
     # inputs
@@ -279,27 +311,27 @@ def _solve_flat(
     expected tag), else found through ``parent_slots`` or by :func:`_scan_slot` and written back: no launch inverts the
     tables while the Fabric arrays stay the same, and a stale table costs time, never a wrong row.
 
-    Past the mask, every load is issued before the first branch on a loaded value (an index is clamped into range
-    for that; the checks come after), and the parent's slot is one load (H200, 256 masked rows of 8192: 6.7 us
-    per launch instead of 7.6, perf/RESULTS.md).
+    The slot tables are loaded beside the mask (small loads: one latency fewer on a masked row's path), the
+    matrices and values past it, every load before the first branch on a loaded value (an index is clamped into
+    range for that; the checks come after), and the parent's slot is one load (perf/RESULTS.md, "The reset path").
     """
     k = wp.tid()
     i = k
     r = k  # the request row: its data, and the row errors name
     if kind == _KIND_INDEXED:
         i = indices[k]
-    if kind == _KIND_MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
-        if not mask[k]:  # first: a reset's mask leaves most rows out, whose loads would only cost bandwidth
-            return
     if kind == _KIND_MASK_ROWS:  # a mask compacted on the host (CPU): in range, each prim once
         i = indices[k]
         r = i
     dead = failed(status_out)
-    t, q, sc = request_values(r, set_pos, pos, set_quat, quat, set_scale, scale)
     ic = wp.clamp(i, 0, count - 1)
-    s = slots[ic]
-    up = node_parent[ic]
+    s = slots[ic]  # the tables' 4-byte loads share the mask's latency (a mask's row is the prim: no index to wait
+    up = node_parent[ic]  # for); the matrices and the values wait for the mask, which leaves most rows out
     ps = row_parent_slots[ic]
+    if kind == _KIND_MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
+        if not mask[k]:
+            return
+    t, q, sc = request_values(r, set_pos, pos, set_quat, quat, set_scale, scale)
     local = view_local[wp.clamp(s, 0, count - 1)]
     tag = int(tags[wp.clamp(s, 0, count - 1)])
     pc = wp.clamp(ps, 0, wp.max(parent_count, 1) - 1)
@@ -553,14 +585,19 @@ def _commit_flat(
     if j == 0 and k == 0 and publish != 0:
         publish_word(status, counted, state, mirror)
     i = k
-    live = True
-    if kind == _KIND_INDEXED:
+    if kind == _KIND_INDEXED or kind == _KIND_MASK_ROWS:  # noqa: SIM109 - Warp kernels: no tuple membership
         i = indices[k]
-        if i < 0 or i >= count:
-            live = False
-    elif kind == _KIND_MASK_ROWS:
-        i = indices[k]
-    elif kind == _KIND_MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
+    ic = wp.clamp(i, 0, count - 1)
+    live = i == ic  # an index out of range (reported by the solve) commits nothing
+    s = int(-1)
+    d = int(-1)
+    up = int(-1)
+    if j == 0:  # the tables' loads share the mask's latency (a mask's row is the prim: no index to wait for)
+        s = slots[ic]
+    elif follow != 0:
+        d = follow_slot[ic, j - 1]
+        up = follow_up[ic, j - 1]
+    if kind == _KIND_MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
         if not mask[k]:
             live = False
     if j == 0:
@@ -570,18 +607,13 @@ def _commit_flat(
                 if claims[i] == k:
                     claims[i] = -1
             if ok:
-                s = slots[i]
                 view_local_out[s] = local_new[i]
                 view_world_out[s] = world_new[i]
                 written = s
         written_slots_out[k] = written
         return
-    if not live or not ok or follow == 0:
+    if not live or not ok or d < 0:  # d < 0: no follow, or row i has fewer descendants than the widest
         return
-    d = follow_slot[i, j - 1]
-    if d < 0:  # row i has fewer descendants than the widest
-        return
-    up = follow_up[i, j - 1]
     m = local[d]
     while up >= 0:
         m = m @ local[follow_slot[i, up]]

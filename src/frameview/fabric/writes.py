@@ -44,6 +44,7 @@ class WritesMixin:
     _node_parent: wp.array
     _nested: bool
     _slots_fresh: bool
+    _view_slots_fresh: bool
     _slots: wp.array
     _parent_slots: wp.array
     _row_parent_slots: wp.array
@@ -167,7 +168,7 @@ class WritesMixin:
                 steps.append(("invert_tables", _stage_write, max(count, n_parents, 1), [
                     tags, parent_tags, count, n_parents, int(STAGE_ALL), self._no_mask, self._slots, self._parent_slots,
                     self._req_row]))  # fmt: skip
-                self._slots_fresh = True
+                self._slots_fresh = self._view_slots_fresh = True
             steps.append(("solve_flat", _solve_flat, rows.count, [
                 tags, view_local, self._slots, parent_tags, self._arrays[parent + WORLD_MATRIX], self._parent_slots,
                 n_parents, self._node_parent, count, int(rows.kind), indices, mask, *values, self._row_parent_slots,
