@@ -4,10 +4,11 @@
 The launches are those the views make (``FabricFrameView.launch_trace``, a seam for benchmarks, records them while
 public calls drive the views): a masked write of the robots (``_solve_flat``, ``_commit_flat``: 256 of the envs,
 cameras follow), the masked read of the cameras (``_mask_poses``, row ``scatter_masked``) and the full read
-(``_scatter_poses``). Each is captured ``--chain`` times back to back in one CUDA graph and timed between two CUDA events; a row is the median over ``--reps``
-replays, divided by the chain length. An empty kernel over the same rows gives the floor a launch costs in a graph.
-``reset_graph`` replays the captured write + read as ``bench_reset.py`` does (host, launch and synchronisation
-included), ``graph_floor`` a graph of one empty kernel the same way.
+(``_scatter_poses``). Each is captured ``--chain`` times back to back in one CUDA graph and timed between two
+CUDA events; a row is the median over ``--reps`` replays, divided by the chain length. An empty kernel over the
+same rows gives the floor a launch costs in a graph. ``reset_graph`` replays the captured write + read as
+``bench_reset.py`` does (host, launch and synchronisation included), ``graph_floor`` a graph of one empty kernel
+the same way.
 
 Usage::
 
