@@ -376,7 +376,8 @@ def test_make_frame_view_passes_backend_arguments(scene: dict, device: str) -> N
 
 
 def test_camera_poses_in_ros_convention(scene: dict, device: str) -> None:
-    """CameraPoses reads newton cameras (one launch, rotated in the read) in ROS axes built by hand from USD axes."""
+    """CameraPoses reads newton cameras (one launch, rotated in the read) in ROS axes built by hand from USD axes; a
+    masked read fills the masked envs' rows with the same poses and leaves the others."""
     view = view_of(scene)
     cams = fv.CameraPoses(view)
     pos, quat = cams.read([2, 0], convention="ros")
@@ -386,6 +387,14 @@ def test_camera_poses_in_ros_convention(scene: dict, device: str) -> None:
         right, up, back = quat_to_rotation(wquat[k])  # rows: the USD (opengl) camera's axes in the world
         ros = np.stack([right, -up, -back])  # x right, y down, z forward
         assert_quats_close(quat.numpy()[k : k + 1], rotation_to_quat(ros)[None], atol=1e-5)
+    ref_pos, ref_quat = pos.numpy().copy(), quat.numpy().copy()  # the next reads reuse the buffers
+    mask = np.zeros(view.count, dtype=bool)
+    mask[[2, 0]] = True
+    cams.read(convention="ros")[0].fill_(wp.vec3f(9.0, 9.0, 9.0))
+    mpos, mquat = (a.numpy() for a in cams.read(mask=wp.array(mask, dtype=wp.bool, device=device), convention="ros"))
+    np.testing.assert_allclose(mpos[[2, 0]], ref_pos, atol=1e-6)  # the masked read: the same rows, in place
+    assert_quats_close(mquat[[2, 0]], ref_quat, atol=1e-6)
+    np.testing.assert_array_equal(mpos[~mask], 9.0)
 
 
 def test_scene_data_provider_over_a_newton_view(scene: dict, device: str) -> None:

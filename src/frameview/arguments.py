@@ -147,21 +147,23 @@ class ArgumentsMixin:
             wp.launch(kernel, dim=n, inputs=[indices, self.count], outputs=[out], device=self._device)
         return Rows(INDEXED, n, indices=out, checked=False, source=source)
 
-    def _mask_to_device(self, mask: MaskLike) -> wp.array:
-        """A boolean (N,) mask as a ``wp.bool`` array on the view's device (zero-copy for device inputs)."""
+    def _mask_to_device(self, mask: MaskLike, count: int | None = None) -> wp.array:
+        """A boolean (``count``,) mask (default: the view's count) as a ``wp.bool`` array on the view's device
+        (zero-copy for device inputs)."""
+        count = self.count if count is None else count
         if is_torch_tensor(mask):
             if mask.dtype != sys.modules["torch"].bool:
                 raise TypeError(f"mask: expected a boolean tensor, got dtype {mask.dtype}")
-            if tuple(mask.shape) != (self.count,):
-                raise ValueError(f"mask: expected shape ({self.count},), got {tuple(mask.shape)}")
+            if tuple(mask.shape) != (count,):
+                raise ValueError(f"mask: expected shape ({count},), got {tuple(mask.shape)}")
             if str(mask.device) != "cpu" and wp.device_from_torch(mask.device) == self._device:
                 return wp.from_torch(mask.contiguous(), dtype=wp.bool)
             mask = mask.detach().cpu().numpy()
         if isinstance(mask, wp.array):
             if mask.dtype != wp.bool:
                 raise TypeError(f"mask: expected a Warp array of dtype wp.bool, got {mask.dtype}")
-            if mask.shape != (self.count,):
-                raise ValueError(f"mask: expected shape ({self.count},), got {mask.shape}")
+            if mask.shape != (count,):
+                raise ValueError(f"mask: expected shape ({count},), got {mask.shape}")
             if mask.device == self._device:
                 return mask
             _wait_for_producer(mask)
@@ -169,8 +171,8 @@ class ArgumentsMixin:
         host = np.asarray(mask)
         if host.dtype != np.bool_:
             raise TypeError(f"mask: expected booleans, got dtype {host.dtype} (for view indices pass indices=...)")
-        if host.shape != (self.count,):
-            raise ValueError(f"mask: expected shape ({self.count},), got {host.shape}")
+        if host.shape != (count,):
+            raise ValueError(f"mask: expected shape ({count},), got {host.shape}")
         return wp.array(host, dtype=wp.bool, device=self._device)
 
     def _host_mask_indices(self, rows: Rows) -> wp.array:

@@ -212,14 +212,16 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         return pos, quat
 
     @_synchronized
-    def _get_world_poses_rotated(self, indices: IndicesLike, offset: wp.quatf) -> tuple[wp.array, wp.array] | None:
+    def _get_world_poses_rotated(
+        self, indices: IndicesLike, offset: wp.quatf, mask: MaskLike = None
+    ) -> tuple[wp.array, wp.array] | None:
         """World poses with each orientation right-multiplied by ``offset`` (``w >= 0``) in the read launch itself
         (:class:`~frameview.CameraPoses` conventions), or None when the backend has no such read."""
         rotated = getattr(self, "_read_world_poses_rotated", None)
         if rotated is None:
             return None
         self._check_no_writer()
-        rows = self._prepare(indices)
+        rows = self._prepare(indices, mask)
         pos, quat = self._pose_outputs("rotated_pos", "rotated_quat", rows.count)
         if rows.count:
             rotated(rows, pos, quat, offset)

@@ -94,10 +94,41 @@ def _convert_camera_poses(
     """``pos_out = pos``; ``quat_out = normalize(quat * offset)`` with ``w >= 0``."""
     i = wp.tid()
     pos_out[i] = pos[i]
-    q = wp.normalize(quat[i] * offset)
-    if q[3] < 0.0:
-        q = -q
-    quat_out[i] = q
+    quat_out[i] = _convert_quat(quat[i], offset)
+
+
+@wp.func
+def _convert_quat(q: wp.quatf, offset: wp.quatf):
+    """``normalize(q * offset)`` with ``w >= 0`` (xyzw)."""
+    r = wp.normalize(q * offset)
+    if r[3] < 0.0:
+        r = -r
+    return r
+
+
+@wp.kernel
+def _convert_masked_camera_poses(
+    # inputs
+    pos: wp.array(dtype=wp.vec3f),
+    quat: wp.array(dtype=wp.quatf),
+    offset: wp.quatf,
+    mask: wp.array(dtype=wp.bool),
+    rows: wp.array(dtype=wp.int32),
+    use_rows: int,
+    # outputs
+    pos_out: wp.array(dtype=wp.vec3f),
+    quat_out: wp.array(dtype=wp.quatf),
+):
+    """Env ``e`` where ``mask[e]``: its camera's pose (view row ``rows[e]`` with ``use_rows``, else ``e``) with the
+    orientation converted as :func:`_convert_camera_poses` does; the other envs' rows are left as they are."""
+    e = wp.tid()
+    if not mask[e]:
+        return
+    r = e
+    if use_rows != 0:
+        r = rows[e]
+    pos_out[e] = pos[r]
+    quat_out[e] = _convert_quat(quat[r], offset)
 
 
 @wp.kernel
@@ -222,12 +253,12 @@ class CameraPoses:
     in the stage's depth-first order, which is env order when the envs were created in order). When it is not, pass
     ``env_rows``: ``env_rows[env_id]`` is the view row of that env's camera.
 
-    A read costs the view's read plus **one** Warp launch that copies positions and converts orientations into
-    buffers owned by this object. On a :class:`~frameview.FabricFrameView` a read of M envs is three launches (the
-    view's slot-table inversion and its gather over M rows, then the conversion) and a read of all envs two (the
-    view's scatter, then the conversion); a :class:`~frameview.UsdFrameView` composes the matrices on the host
-    first. The returned arrays are overwritten by the next :meth:`read`; clone what you keep. Use from one thread,
-    like the view.
+    Without ``env_rows``, a read on a :class:`~frameview.FabricFrameView` (or a Newton view) is the view's own read
+    with the convention applied in the same launch (indexed: the slot-table inversion, then the gather; masked or
+    all: one launch). With ``env_rows``, or on a :class:`~frameview.UsdFrameView` (which composes the matrices on
+    the host), it is the view's read plus **one** launch that converts into buffers owned by this object. Env ids
+    and masks on the view's device stay there. The returned arrays are overwritten by the next :meth:`read`; clone
+    what you keep. Use from one thread, like the view.
 
     Example:
         >>> cams = CameraPoses(fv.make_frame_view(cfg, stage))  # doctest: +SKIP
@@ -253,6 +284,28 @@ class CameraPoses:
         self._pos = wp.empty(capacity, dtype=wp.vec3f, device=device)
         self._quat = wp.empty(capacity, dtype=wp.quatf, device=device)
         self._offsets = {name: wp.quatf(*_offset("opengl", name).tolist()) for name in CAMERA_CONVENTIONS}
+        rows = self._env_rows if self._env_rows is not None else np.zeros(1)
+        self._rows_device = wp.array(rows.astype(np.int32), dtype=wp.int32, device=device)  # masked reads' env_rows
+
+    def _read_masked(self, mask: Any, offset: wp.quatf) -> tuple[wp.array, wp.array]:
+        """A masked read without the view's fused read (host-composed backends) or with ``env_rows``: the view's
+        poses (its masked rows, or all rows through ``env_rows``), then one launch that converts the masked envs."""
+        view, n = self._view, self._num_envs
+        env_mask = view._mask_to_device(mask, n)
+        if self._env_rows is None:
+            pos, quat = view.get_world_poses(mask=env_mask)
+        else:
+            pos, quat = view.get_world_poses()
+        pos_out, quat_out = self._pos[:n], self._quat[:n]
+        if n:
+            wp.launch(
+                _convert_masked_camera_poses,
+                dim=n,
+                inputs=[pos, quat, offset, env_mask, self._rows_device, int(self._env_rows is not None)],
+                outputs=[pos_out, quat_out],
+                device=view.device,
+            )
+        return pos_out, quat_out
 
     @staticmethod
     def _check_env_rows(env_rows: Any, count: int) -> np.ndarray:
@@ -307,7 +360,7 @@ class CameraPoses:
         if host.dtype == np.bool_ or host.dtype.kind not in "iu":
             raise TypeError(
                 f"env_ids: expected integer env ids (int32/int64), got dtype {host.dtype}; for a mask pass "
-                "np.flatnonzero(mask)"
+                "mask=..."
             )
         if host.ndim != 1:
             raise ValueError(f"env_ids: expected a 1-D array of env ids, got shape {host.shape}")
@@ -316,30 +369,39 @@ class CameraPoses:
             raise IndexError(f"env_ids: env id {bad} is out of range; expected 0 <= env id < num_envs={self._num_envs}")
         return host
 
-    def read(self, env_ids: Any = None, convention: str = "ros") -> tuple[wp.array, wp.array]:
-        """World poses of the cameras of ``env_ids``.
+    def read(self, env_ids: Any = None, convention: str = "ros", *, mask: Any = None) -> tuple[wp.array, wp.array]:
+        """World poses of the cameras of ``env_ids`` (or of the envs ``mask`` selects).
 
         Args:
             env_ids: Env ids to read (a list, or an integer NumPy/Warp/torch array), ``None`` for all envs in env
                 order. Row ``k`` of the result is env ``env_ids[k]``.
             convention: ``"ros"`` (+Z forward, -Y up), ``"opengl"`` (-Z forward, +Y up: the USD camera's own) or
                 ``"world"`` (+X forward, +Z up).
+            mask: Boolean (:attr:`num_envs`,) selection of envs instead of ``env_ids`` (Warp, torch or NumPy): the
+                results have one row per env and only the masked rows are written (fixed shapes: a reset read
+                that a CUDA graph can capture).
 
         Returns:
             Positions, (M,) ``wp.vec3f``, world frame, stage units; orientations, (M,) ``wp.quatf``, **xyzw**,
             ``w >= 0``, world frame, in ``convention``. Both on :attr:`device`, owned by this object (or its view)
-            and overwritten by the next read: clone what you keep. Without ``env_rows``, env ids go to the view as
-            they are (device indices stay on the device) and a Fabric view gathers and converts in one launch.
+            and overwritten by the next read: clone what you keep. Without ``env_rows``, env ids and masks go to
+            the view as they are (device inputs stay on the device) and a Fabric or Newton view gathers and converts
+            in one launch; with ``env_rows`` a mask costs a full view read and one launch, no host work.
 
         Raises:
-            ValueError: Unknown convention. IndexError / TypeError: bad ``env_ids``.
+            ValueError: Unknown convention, or a mask of the wrong shape. IndexError / TypeError: bad ``env_ids``,
+                a mask that is not boolean, or both ``env_ids`` and ``mask``.
             RuntimeError: The view is closed or stale (recreate it, then this object).
         """
         offset = self._offsets[_check_convention("convention", convention)]
+        if mask is not None and env_ids is not None:
+            raise TypeError("env_ids and mask: pass one of them, not both")
         if self._env_rows is None:  # env i is view row i: gather and convert in the view's own read launch
-            fused = self._view._get_world_poses_rotated(env_ids, offset)
+            fused = self._view._get_world_poses_rotated(env_ids, offset, mask)
             if fused is not None:
                 return fused
+        if mask is not None:
+            return self._read_masked(mask, offset)
         rows = self.rows(env_ids)
         pos, quat = self._view.get_world_poses(rows)
         m = pos.shape[0]
