@@ -9,7 +9,7 @@ ending in ``wp.synchronize_device`` (so it includes the GPU work), after warm-up
 
 - ``get_world_poses``: all cameras (the full read, for reference);
 - ``reset_read`` / ``reset_read_mask``: the cameras of ``reset`` envs, int32 device indices / a boolean device mask;
-- ``camera_read_ros``: ``CameraPoses.read(indices, "ros")`` for those envs;
+- ``camera_read_ros`` / ``camera_read_ros_mask``: ``CameraPoses.read(indices, "ros")`` for those envs / with the mask;
 - ``reset_write`` / ``reset_write_mask``: ``robots.set_world_poses`` of those envs (device data, cameras follow);
 - ``set_world_poses_parents``: every robot (cameras follow); ``set_world_poses_leaf``: every camera (no children);
 - ``reset``: ``reset_write`` then ``reset_read`` (one reset, end to end);
@@ -123,6 +123,7 @@ def run_case(
         rows["reset_read"] = _median_us(lambda: cams.get_world_poses(ids), device, reps)
         rows["reset_read_mask"] = _median_us(lambda: cams.get_world_poses(mask=mask), device, reps)
         rows["camera_read_ros"] = _median_us(lambda: camera_poses.read(ids, "ros"), device, reps)
+        rows["camera_read_ros_mask"] = _median_us(lambda: camera_poses.read(convention="ros", mask=mask), device, reps)
         rows["reset_write"] = _median_us(lambda: robots.set_world_poses(pos, quat, ids), device, reps)
         rows["reset_write_mask"] = _median_us(
             lambda: robots.set_world_poses(full_pos, full_quat, mask=mask), device, reps
