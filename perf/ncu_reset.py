@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The reset's launches, launched plainly, for Nsight Compute: where a masked reset's GPU time goes.
+
+A masked write of 256 robots of 8192 (``_solve_flat``, ``_commit_flat``; cameras follow) and the masked read of
+their cameras (``_mask_poses``), recorded through ``FabricFrameView.launch_trace`` (the benchmarks' seam) and then
+launched three times each. Run it under ``ncu``, e.g.::
+
+    ncu --kernel-name regex:"solve_flat|commit_flat|mask_poses" --launch-skip 3 --launch-count 3 \\
+        --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \\
+        python perf/ncu_reset.py
+
+(``perf/results/ncu_h200_round10.txt`` is that command's output on an H200.)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import warp as wp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness.scenes import PROVIDERS, scene_arrays
+
+import frameview as fv
+
+
+def main(device: str = "cuda:0", envs: int = 8192, reset: int = 256) -> None:
+    scene = PROVIDERS["memory"].build(scene_arrays(envs, 0, seed=1), device)
+    rng = np.random.default_rng(5)
+    robots = fv.FabricFrameView("/World/envs/env_.*/Robot", stage=scene.stage, device=device)
+    cams = fv.FabricFrameView("/World/envs/env_.*/Robot/Camera", stage=scene.stage, device=device)
+    with robots, cams:
+        mask_host = np.zeros(envs, dtype=bool)
+        mask_host[rng.choice(envs, size=reset, replace=False)] = True
+        mask = wp.array(mask_host, dtype=wp.bool, device=device)
+        quat = rng.normal(size=(envs, 4))
+        quat /= np.linalg.norm(quat, axis=1, keepdims=True)
+        pos = wp.array(rng.uniform(-1, 1, (envs, 3)).astype(np.float32), dtype=wp.vec3f, device=device)
+        quat = wp.array(quat.astype(np.float32), dtype=wp.quatf, device=device)
+        robots.set_world_poses(pos, quat, mask=mask)
+        cams.get_world_poses(mask=mask)
+        robots.check()
+        with robots.launch_trace() as write:
+            robots.set_world_poses(pos, quat, mask=mask)
+        with cams.launch_trace() as read:
+            cams.get_world_poses(mask=mask)
+        robots.check()
+        for _ in range(3):
+            for kernel, dim, params in [*write, *read]:
+                wp.launch(kernel, dim=dim, inputs=params, device=device, block_dim=32)
+        wp.synchronize_device(device)
+        print("launched", [kernel.key for kernel, _dim, _params in [*write, *read]])
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:2])
