@@ -359,8 +359,7 @@ class CameraPoses:
             host = np.asarray(env_ids)
         if host.dtype == np.bool_ or host.dtype.kind not in "iu":
             raise TypeError(
-                f"env_ids: expected integer env ids (int32/int64), got dtype {host.dtype}; for a mask pass "
-                "mask=..."
+                f"env_ids: expected integer env ids (int32/int64), got dtype {host.dtype}; for a mask pass mask=..."
             )
         if host.ndim != 1:
             raise ValueError(f"env_ids: expected a 1-D array of env ids, got shape {host.shape}")
