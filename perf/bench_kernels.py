@@ -42,7 +42,19 @@ def _empty(n: int):
     pass
 
 
-def _launches(view: Any, call: Any) -> list[tuple]:
+def reset_inputs(envs: int, reset: int, device: str, rng: np.random.Generator) -> tuple[wp.array, wp.array, wp.array]:
+    """A reset's device inputs: a boolean (envs,) mask of ``reset`` random envs, (envs,) positions and unit xyzw
+    quaternions."""
+    mask_host = np.zeros(envs, dtype=bool)
+    mask_host[rng.choice(envs, size=reset, replace=False)] = True
+    mask = wp.array(mask_host, dtype=wp.bool, device=device)
+    quat = rng.normal(size=(envs, 4))
+    quat /= np.linalg.norm(quat, axis=1, keepdims=True)
+    pos = wp.array(rng.uniform(-1, 1, (envs, 3)).astype(np.float32), dtype=wp.vec3f, device=device)
+    return mask, pos, wp.array(quat.astype(np.float32), dtype=wp.quatf, device=device)
+
+
+def traced_launches(view: Any, call: Any) -> list[tuple]:
     """The (kernel, dim, params) of the launches ``call`` makes through ``view`` (traced on a second, warm call)."""
     call()
     view.check()
@@ -98,21 +110,15 @@ def run(device: str, envs: int, filler: int, reset: int, reps: int, chain: int) 
     timer = _Timer(device, reps)
     rows: dict[str, float] = {}
     try:
-        mask_host = np.zeros(envs, dtype=bool)
-        mask_host[rng.choice(envs, size=reset, replace=False)] = True
-        mask = wp.array(mask_host, dtype=wp.bool, device=device)
-        quat = rng.normal(size=(envs, 4))
-        quat /= np.linalg.norm(quat, axis=1, keepdims=True)
-        pos = wp.array(rng.uniform(-1, 1, (envs, 3)).astype(np.float32), dtype=wp.vec3f, device=device)
-        quat = wp.array(quat.astype(np.float32), dtype=wp.quatf, device=device)
-        write = _launches(robots, lambda: robots.set_world_poses(pos, quat, mask=mask))
-        masked_read = _launches(cams, lambda: cams.get_world_poses(mask=mask))
+        mask, pos, quat = reset_inputs(envs, reset, device, rng)
+        write = traced_launches(robots, lambda: robots.set_world_poses(pos, quat, mask=mask))
+        masked_read = traced_launches(cams, lambda: cams.get_world_poses(mask=mask))
         names = [kernel.key for kernel, _dim, _params in write]
         if names != ["_solve_flat", "_commit_flat"] or len(masked_read) != 1:
             raise RuntimeError(f"unexpected launches: write {names}, masked read {len(masked_read)}")
         solve, commit = write
         scatter = masked_read[0]
-        full_read = _launches(cams, cams.get_world_poses)
+        full_read = traced_launches(cams, cams.get_world_poses)
         if len(full_read) != 1:
             raise RuntimeError(f"unexpected launches of the full read: {len(full_read)}")
         full = full_read[0]

@@ -21,6 +21,7 @@ import numpy as np
 import warp as wp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_kernels import reset_inputs, traced_launches
 from harness.scenes import PROVIDERS, scene_arrays
 
 import frameview as fv
@@ -28,25 +29,12 @@ import frameview as fv
 
 def main(device: str = "cuda:0", envs: int = 8192, reset: int = 256) -> None:
     scene = PROVIDERS["memory"].build(scene_arrays(envs, 0, seed=1), device)
-    rng = np.random.default_rng(5)
     robots = fv.FabricFrameView("/World/envs/env_.*/Robot", stage=scene.stage, device=device)
     cams = fv.FabricFrameView("/World/envs/env_.*/Robot/Camera", stage=scene.stage, device=device)
     with robots, cams:
-        mask_host = np.zeros(envs, dtype=bool)
-        mask_host[rng.choice(envs, size=reset, replace=False)] = True
-        mask = wp.array(mask_host, dtype=wp.bool, device=device)
-        quat = rng.normal(size=(envs, 4))
-        quat /= np.linalg.norm(quat, axis=1, keepdims=True)
-        pos = wp.array(rng.uniform(-1, 1, (envs, 3)).astype(np.float32), dtype=wp.vec3f, device=device)
-        quat = wp.array(quat.astype(np.float32), dtype=wp.quatf, device=device)
-        robots.set_world_poses(pos, quat, mask=mask)
-        cams.get_world_poses(mask=mask)
-        robots.check()
-        with robots.launch_trace() as write:
-            robots.set_world_poses(pos, quat, mask=mask)
-        with cams.launch_trace() as read:
-            cams.get_world_poses(mask=mask)
-        robots.check()
+        mask, pos, quat = reset_inputs(envs, reset, device, np.random.default_rng(5))
+        write = traced_launches(robots, lambda: robots.set_world_poses(pos, quat, mask=mask))
+        read = traced_launches(cams, lambda: cams.get_world_poses(mask=mask))
         for _ in range(3):
             for kernel, dim, params in [*write, *read]:
                 wp.launch(kernel, dim=dim, inputs=params, device=device, block_dim=32)
