@@ -71,16 +71,6 @@ def _scan_slot(tags: wp.fabricarray(dtype=wp.uint32), table: wp.array(dtype=wp.i
     return -1
 
 
-@wp.func
-def _confirmed_slot(tags: wp.fabricarray(dtype=wp.uint32), table: wp.array(dtype=wp.int32), i: int, s: int,
-                    tag: int, count: int):  # fmt: skip
-    """``s``, the table's slot for tag ``i``, when the tag column confirms it (``tag`` was loaded at ``s``, clamped
-    into range), else the slot :func:`_scan_slot` finds (-1: none)."""
-    if tag != i or s < 0 or s >= count:
-        return _scan_slot(tags, table, i, count)
-    return s
-
-
 @wp.kernel(enable_backward=False)
 def _mask_poses(
     # inputs
@@ -106,13 +96,14 @@ def _mask_poses(
         return
     sc = wp.clamp(s, 0, count - 1)
     m = mats[sc]
-    found = _confirmed_slot(tags, slots, k, s, int(tags[sc]), count)
-    if found != s:  # a stale entry: the scan's slot, or none
-        if found < 0:
+    tag = int(tags[sc])
+    if tag != k or s != sc:
+        s = _scan_slot(tags, slots, k, count)
+        if s < 0:
             pos_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
             quat_out[k] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
             return
-        m = mats[found]
+        m = mats[s]
     p, q = pose_of(m, offset)
     pos_out[k] = p
     quat_out[k] = q
@@ -360,12 +351,11 @@ def _solve_flat(
         return
     if not values_ok(r, set_pos, t, set_quat, q, set_scale, sc, status_out):
         return
-    found = _confirmed_slot(tags, slots, i, s, tag, count)
-    if found != s:  # a stale slot table: the scan's slot (the table is repaired), or none
-        if found < 0:  # a tag missing from its column: the host's count check makes this unreachable
+    if tag != i or s < 0 or s >= count:  # a stale slot table: scan the column (and repair the table)
+        s = _scan_slot(tags, slots, i, count)
+        if s < 0:  # a tag missing from its column: the host's count check makes this unreachable
             report(status_out, r, CODE_INDEX_RANGE)
             return
-        s = found
         local = view_local[s]
     if up < 0:
         pw = _IDENTITY
