@@ -18,9 +18,10 @@ from helpers import (
     decompose_all,
     env_paths,
     random_quats,
+    xform_cache_local,
     xform_cache_world,
 )
-from pxr import Usd
+from pxr import Gf, Usd, UsdGeom
 
 import frameview as fv
 
@@ -442,3 +443,83 @@ def test_launch_trace_records_launches_that_redo_the_call(stage: Usd.Stage, devi
         robots.get_world_poses()
         assert len(reads) == 1 and reads[0][0].key == "_scatter_poses"
         assert robots._trace is None and cams._trace is None
+
+
+LINKS = ("/Robot/Link", "/Robot/Link/Tip")
+
+
+def _stage_with_links() -> Usd.Stage:
+    """The env stage with ``Robot/Link/Tip`` beside each camera: descendants two deep (a rotated, uniformly scaled
+    link, a translated tip), so a robot write's follow lanes walk a chain."""
+    stage = build_env_stage(N, seed=4, robot_scale="uniform", camera_rotation="random")
+    rng = np.random.default_rng(22)
+    for path in env_paths(N, "/Robot"):
+        for leaf in ("/Link", "/Link/Tip"):
+            xf = UsdGeom.Xform.Define(stage, path + leaf)
+            xf.AddTranslateOp().Set(Gf.Vec3d(*rng.uniform(-1.0, 1.0, 3)))
+            xf.AddOrientOp().Set(Gf.Quatf(*(float(c) for c in random_quats(rng, 1)[0][[3, 0, 1, 2]])))
+            xf.AddScaleOp().Set(Gf.Vec3f(*(float(rng.uniform(0.5, 2.0)),) * 3))
+    return stage
+
+
+def _snapshot(view: fv.BaseFrameView) -> list[np.ndarray]:
+    """Every pose and scale a view reads, world and local (copies)."""
+    return [a.numpy().copy() for a in (*view.get_world_poses(), *view.get_local_poses(), view.get_world_scales(),
+                                      view.get_local_scales())]  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", ["nan_last_masked", "zero_quat_last", "index_range_last", "duplicate_last"])
+def test_a_write_rejected_at_its_last_row_leaves_every_matrix_as_it_was(
+    device: str, mask_path: str, fault: str
+) -> None:
+    """A flat view's write rejected at its last row (the rows before it solved, with descendants two deep: a camera,
+    and a link with a tip below it) leaves every matrix of every prim exactly as it was, Fabric's values (which a
+    first write made differ from USD's), and the claims free. The next write holds the float64 truth down the
+    chain."""
+    stage = _stage_with_links()
+    rng = np.random.default_rng(23)
+    everything = [p for leaf in ("", "/Robot", "/Robot/Camera", *LINKS) for p in env_paths(N, leaf)]
+    with (
+        fv.FabricFrameView(ROBOTS, stage=stage, device=device) as robots,
+        fv.FabricFrameView(everything, stage=stage, device=device) as observer,
+    ):
+        first = wp.array(rng.uniform(-2, 2, (N, 3)), dtype=wp.vec3f, device=device)
+        robots.set_world_poses(first, wp.array(random_quats(rng, N), dtype=wp.quatf, device=device))
+        robots.check()  # Fabric now differs from USD
+        before = _snapshot(observer)
+        pos, quat = rng.uniform(-2, 2, (N, 3)), random_quats(rng, N)
+        kwargs: dict = {}
+        if fault == "nan_last_masked":
+            pos[np.flatnonzero(MASK)[-1], 2] = np.nan
+            kwargs["mask"] = wp.array(MASK, dtype=wp.bool, device=device)
+            error, match = ValueError, "non-finite"
+        elif fault == "zero_quat_last":
+            quat[N - 1] = 0.0
+            error, match = ValueError, "zero-norm"
+        else:
+            last = N if fault == "index_range_last" else 2
+            kwargs["indices"] = wp.array([0, 2, 4, last], dtype=wp.int32, device=device)
+            pos, quat = pos[:4], quat[:4]
+            error, match = (IndexError, "out of range") if last == N else (ValueError, "more than once|appears")
+        with pytest.raises(error, match=match):
+            robots.set_world_poses(
+                wp.array(pos, dtype=wp.vec3f, device=device), wp.array(quat, dtype=wp.quatf, device=device), **kwargs
+            )
+            robots.check()
+        after = _snapshot(observer)
+        for got, want in zip(after, before, strict=True):
+            np.testing.assert_array_equal(got, want)
+        assert np.all(robots._req_row.numpy() == -1)
+        # the next write holds: tip world = tip local @ link local @ the robot's new world (float64, USD locals)
+        pos, quat = rng.uniform(-2, 2, (N, 3)), random_quats(rng, N)
+        robots.set_world_poses(wp.array(pos, dtype=wp.vec3f, device=device),
+                               wp.array(quat, dtype=wp.quatf, device=device))  # fmt: skip
+        robots.check()
+        _t, _q, scale = decompose_all(xform_cache_world(stage, env_paths(N, "/Robot")))
+        link, tip = (xform_cache_local(stage, env_paths(N, leaf)) for leaf in LINKS)
+        truth = np.stack([tip[i] @ link[i] @ compose(pos[i], quat[i], scale[i]) for i in range(N)])
+        t, q, _s = decompose_all(truth)
+        with fv.FabricFrameView(env_paths(N, LINKS[1]), stage=stage, device=device) as tips:
+            got_pos, got_quat = (a.numpy() for a in tips.get_world_poses())
+        np.testing.assert_allclose(got_pos, t, atol=1e-4)
+        assert_quats_close(got_quat, q, atol=1e-4)
