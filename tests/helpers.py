@@ -130,7 +130,8 @@ def assert_w_nonnegative(q: np.ndarray) -> None:
 # ---------------------------------------------------------------- stages
 
 
-def _set_trs(xf: UsdGeom.Xformable, t: Sequence[float], q: Sequence[float] | None, s: Sequence[float] | None) -> None:
+def set_trs(xf: UsdGeom.Xformable, t: Sequence[float], q: Sequence[float] | None, s: Sequence[float] | None) -> None:
+    """Author ``translate``, then ``orient`` (``q`` xyzw, normalised) and ``scale`` where given, in double precision."""
     xf.AddTranslateOp().Set(Gf.Vec3d(*(float(v) for v in t)))
     if q is not None:
         x, y, z, w = (float(v) for v in q)
@@ -182,13 +183,13 @@ def build_env_stage(
     stage = Usd.Stage.CreateInMemory()
     UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
     half = np.sqrt(0.5)
-    _set_trs(UsdGeom.Xform.Define(stage, "/World"), (0.5, -1.0, 2.0), (half, 0.0, 0.0, half), None)
-    _set_trs(UsdGeom.Xform.Define(stage, "/World/envs"), (0.0, 0.0, 0.0), None, (1.5, 1.5, 1.5))
+    set_trs(UsdGeom.Xform.Define(stage, "/World"), (0.5, -1.0, 2.0), (half, 0.0, 0.0, half), None)
+    set_trs(UsdGeom.Xform.Define(stage, "/World/envs"), (0.0, 0.0, 0.0), None, (1.5, 1.5, 1.5))
     yaws = np.array([[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, half, half], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, half, -half]])
     right = right_angle_quats()
     side = max(1, int(np.ceil(np.sqrt(num_envs))))
     for i, env in enumerate(env_paths(num_envs)):
-        _set_trs(UsdGeom.Xform.Define(stage, env), (2.0 * (i % side), 2.0 * (i // side), 0.0), yaws[i % 4], None)
+        set_trs(UsdGeom.Xform.Define(stage, env), (2.0 * (i % side), 2.0 * (i // side), 0.0), yaws[i % 4], None)
         robot = UsdGeom.Xform.Define(stage, f"{env}/Robot")
         if robot_scale == "nonuniform":
             scale = rng.uniform(0.5, 2.0, size=3)
@@ -196,7 +197,7 @@ def build_env_stage(
             scale = np.full(3, rng.uniform(0.5, 2.0))
         else:
             raise ValueError(f"robot_scale: expected 'nonuniform' or 'uniform', got {robot_scale!r}")
-        _set_trs(robot, rng.uniform(-1.0, 1.0, size=3), random_quats(rng, 1)[0], scale)
+        set_trs(robot, rng.uniform(-1.0, 1.0, size=3), random_quats(rng, 1)[0], scale)
         camera = UsdGeom.Camera.Define(stage, f"{env}/Robot/Camera")
         if camera_rotation == "right_angle":
             cam_q = right[rng.integers(len(right))]
@@ -205,7 +206,7 @@ def build_env_stage(
         else:
             raise ValueError(f"camera_rotation: expected 'right_angle' or 'random', got {camera_rotation!r}")
         cam_s = rng.uniform(0.5, 2.0, size=3) if camera_scale else None
-        _set_trs(camera, rng.uniform(-0.5, 0.5, size=3), cam_q, cam_s)
+        set_trs(camera, rng.uniform(-0.5, 0.5, size=3), cam_q, cam_s)
     for k in range(filler):
         group = f"/World/filler/group_{k // 1000}"
         if k % 1000 == 0:

@@ -18,10 +18,11 @@ from helpers import (
     decompose_all,
     env_paths,
     random_quats,
+    set_trs,
     xform_cache_local,
     xform_cache_world,
 )
-from pxr import Gf, Usd, UsdGeom
+from pxr import Usd, UsdGeom
 
 import frameview as fv
 
@@ -449,16 +450,14 @@ LINKS = ("/Robot/Link", "/Robot/Link/Tip")
 
 
 def _stage_with_links() -> Usd.Stage:
-    """The env stage with ``Robot/Link/Tip`` beside each camera: descendants two deep (a rotated, uniformly scaled
-    link, a translated tip), so a robot write's follow lanes walk a chain."""
+    """The env stage with ``Robot/Link/Tip`` beside each camera: descendants two deep (each translated, rotated and
+    uniformly scaled), so a robot's write moves a chain below it."""
     stage = build_env_stage(N, seed=4, robot_scale="uniform", camera_rotation="random")
     rng = np.random.default_rng(22)
     for path in env_paths(N, "/Robot"):
-        for leaf in ("/Link", "/Link/Tip"):
-            xf = UsdGeom.Xform.Define(stage, path + leaf)
-            xf.AddTranslateOp().Set(Gf.Vec3d(*rng.uniform(-1.0, 1.0, 3)))
-            xf.AddOrientOp().Set(Gf.Quatf(*(float(c) for c in random_quats(rng, 1)[0][[3, 0, 1, 2]])))
-            xf.AddScaleOp().Set(Gf.Vec3f(*(float(rng.uniform(0.5, 2.0)),) * 3))
+        for leaf in LINKS:
+            xf = UsdGeom.Xform.Define(stage, path + leaf.removeprefix("/Robot"))
+            set_trs(xf, rng.uniform(-1.0, 1.0, 3), random_quats(rng, 1)[0], (rng.uniform(0.5, 2.0),) * 3)
     return stage
 
 
