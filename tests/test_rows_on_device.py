@@ -522,3 +522,265 @@ def test_a_write_rejected_at_its_last_row_leaves_every_matrix_as_it_was(
             got_pos, got_quat = (a.numpy() for a in tips.get_world_poses())
         np.testing.assert_allclose(got_pos, t, atol=1e-4)
         assert_quats_close(got_quat, q, atol=1e-4)
+
+
+# ---------------------------------------------------------------- captured launches replayed after a layout change
+
+CHANGES = ["new_view", "closed_view", "usd_children"]
+"""Layout changes after a capture: a view created over the captured prims (their tags move them to new buckets), a
+view over them closed (back again), or a child Xform added under every robot in USD (applied at the stage's next
+access; a replayed robot write would leave the new children where they were)."""
+
+
+def _change_layout(change: str, stage: Usd.Stage, doomed: fv.FabricFrameView, device: str) -> list:
+    """Make the layout change ``change``; returns what must stay open until the end of the test."""
+    if change == "new_view":
+        paths = [*env_paths(N, "/Robot"), *env_paths(N, "/Robot/Camera")]
+        return [fv.FabricFrameView(paths, stage=stage, device=device)]
+    if change == "closed_view":
+        doomed.close()
+        return []
+    for path in env_paths(N, "/Robot"):
+        set_trs(UsdGeom.Xform.Define(stage, path + "/Extra"), (0.1, 0.2, 0.3), (0.0, 0.0, 0.0, 1.0), (1.0,) * 3)
+    return []
+
+
+def _reset_calls(robots, cams, nested, device: str, rng: np.random.Generator) -> dict:
+    """Each captured call of the test below: ``name -> (view, call, reads)``, ``reads`` the rows a read fills (None
+    for a write). Inputs are device arrays made once (a capture keeps their addresses)."""
+    pos = wp.array(rng.uniform(-1, 1, (N, 3)), dtype=wp.vec3f, device=device)
+    quat = wp.array(random_quats(rng, N), dtype=wp.quatf, device=device)
+    pos2 = wp.array(rng.uniform(-1, 1, (2 * N, 3)), dtype=wp.vec3f, device=device)
+    quat2 = wp.array(random_quats(rng, 2 * N), dtype=wp.quatf, device=device)
+    mask = wp.array(MASK, dtype=wp.bool, device=device)
+    mask2 = wp.array(np.concatenate([MASK, ~MASK]), dtype=wp.bool, device=device)
+    ids = [0, 2, 5]
+    idx, idx3 = wp.array(ids, dtype=wp.int32, device=device), wp.array(ids, dtype=wp.int32, device=device)
+    masked, every = np.flatnonzero(MASK), np.arange(N)
+    return {
+        "write_mask": (robots, lambda: robots.set_world_poses(pos, quat, mask=mask), None),
+        "write_indices": (robots, lambda: robots.set_world_poses(pos[:3], quat[:3], indices=idx), None),
+        "write_all": (robots, lambda: robots.set_local_poses(pos, quat), None),
+        "write_nested": (nested, lambda: nested.set_world_poses(pos2, quat2, mask=mask2), None),
+        "read_all": (cams, lambda: cams.get_world_poses(), every),
+        "read_mask": (cams, lambda: cams.get_world_poses(mask=mask), masked),
+        "read_indices": (cams, lambda: cams.get_world_poses(idx3), np.arange(3)),
+        "scales_all": (cams, lambda: (cams.get_world_scales(),), every),
+        "scales_mask": (cams, lambda: (cams.get_world_scales(mask=mask),), masked),
+        "scales_indices": (cams, lambda: (cams.get_world_scales(idx3),), np.arange(3)),
+    }
+
+
+def _traced_in_capture(view: fv.FabricFrameView, call, monkeypatch: pytest.MonkeyPatch) -> tuple[list, object]:
+    """The launches ``call`` makes as if inside the caller's CUDA graph capture (the view is told its stream
+    captures; the launches run at once and are traced, so that launching them again replays the capture on any
+    device), and what the call returned."""
+    with monkeypatch.context() as m:
+        m.setattr(view._errors, "is_capturing", lambda: True)
+        with view.launch_trace() as launches:
+            out = call()
+    return launches, out
+
+
+CAPTURED_CALLS = ["write_mask", "write_indices", "write_all", "write_nested", "read_all", "read_mask", "read_indices",
+                  "scales_all", "scales_mask", "scales_indices"]  # fmt: skip
+
+
+@pytest.mark.parametrize("change", CHANGES)
+@pytest.mark.parametrize("name", CAPTURED_CALLS)
+def test_a_captured_call_replayed_after_a_layout_change_reads_nan_and_writes_nothing(
+    device: str, name: str, change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call's launches as captured in the caller's graph, replayed after the stage's layout changed, touch no Fabric
+    memory: every matrix of every prim stays as it was, the rows a read fills are NaN, and ``check()`` raises naming
+    the layout change. Replayed before the change they redo the call (a write puts its data back, a read gives the
+    float64 truth); after the error, the same call works again."""
+    stage = build_env_stage(N, seed=4, robot_scale="uniform", camera_rotation="random")
+    rng = np.random.default_rng(31)
+    everything = [p for leaf in ("", "/Robot", "/Robot/Camera") for p in env_paths(N, leaf)]
+    robots = fv.FabricFrameView(ROBOTS, stage=stage, device=device)
+    cams = fv.FabricFrameView(CAMERAS, stage=stage, device=device)
+    nested = fv.FabricFrameView([*env_paths(N, "/Robot"), *env_paths(N, "/Robot/Camera")], stage=stage, device=device)
+    observer = fv.FabricFrameView(everything, stage=stage, device=device)
+    doomed = fv.FabricFrameView(CAMERAS, stage=stage, device=device)
+    keep: list = []
+    try:
+        view, call, reads = _reset_calls(robots, cams, nested, device, rng)[name]
+        call()  # a view's first call allocates: outside the capture
+        view.check()
+        initial = _snapshot(observer)
+        launches, out = _traced_in_capture(view, call, monkeypatch)
+        view.check()
+        captured = _snapshot(observer)
+        # before the change: a replay redoes the call, after Fabric moved on
+        other_pos, other_quat = rng.uniform(-1, 1, (N, 3)), random_quats(rng, N)
+        if reads is None:
+            observer.set_world_poses(initial[0], initial[1])  # every prim back to its pose before the capture
+        else:
+            robots.set_world_poses(other_pos, other_quat)
+        for kernel, dim, params in launches:
+            wp.launch(kernel, dim=dim, inputs=params, device=device)
+        view.check()
+        if reads is None:
+            for got, want in zip(_snapshot(observer), captured, strict=True):
+                np.testing.assert_allclose(got, want, atol=1e-5)
+        else:
+            truth = _cameras_after_write(stage, other_pos, other_quat)
+            if name.startswith("scales"):
+                truth = (decompose_all(xform_cache_world(stage, env_paths(N, "/Robot/Camera")))[2],)
+            rows = np.flatnonzero(MASK) if "mask" in name else ([0, 2, 5] if "indices" in name else np.arange(N))
+            for got, want in zip(out, truth, strict=True):
+                got = got.numpy()[reads]
+                if want.shape[1] == 4:
+                    assert_quats_close(got, want[rows], atol=1e-4)
+                else:
+                    np.testing.assert_allclose(got, want[rows], atol=1e-4)
+        keep = _change_layout(change, stage, doomed, device)
+        before = _snapshot(observer)  # the observer's call applies the USD edits
+        for kernel, dim, params in launches:
+            wp.launch(kernel, dim=dim, inputs=params, device=device)
+        with pytest.raises(RuntimeError, match="layout changed after"):
+            view.check()
+        for got, want in zip(_snapshot(observer), before, strict=True):
+            np.testing.assert_array_equal(got, want)
+        if reads is not None:
+            for got in out:
+                assert np.all(np.isnan(got.numpy()[reads])), f"{name}: a stale replay read rows that are not NaN"
+        call()  # the view works on outside a capture
+        view.check()
+    finally:
+        for v in (*keep, doomed, observer, nested, cams, robots):
+            v.close()
+
+
+def _captured(device: str, calls) -> tuple:
+    """``calls()`` captured in a CUDA graph (the caller's own capture); returns the graph and what it returned."""
+    with wp.ScopedCapture(device=device, force_module_load=False) as capture:
+        out = calls()
+    return capture.graph, out
+
+
+def _replay(graph, device: str, pos: wp.array, quat: wp.array, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """New robot poses into the captured inputs, one replay; returns them (float64 of the float32 written)."""
+    new_pos, new_quat = rng.uniform(-1, 1, (N, 3)), random_quats(rng, N)
+    pos.assign(new_pos.astype(np.float32))
+    quat.assign(new_quat.astype(np.float32))
+    wp.capture_launch(graph)
+    wp.synchronize_device(device)
+    return new_pos.astype(np.float32).astype(np.float64), new_quat.astype(np.float32).astype(np.float64)
+
+
+def _masked_camera_truth(stage: Usd.Stage, pos: np.ndarray, quat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """World poses (float64) of the cameras of the masked envs once their robots' world poses are ``pos`` /
+    ``quat`` (world scale kept): the cameras' USD locals on the composed robot matrices; NaN in the other rows."""
+    t, q = _cameras_after_write(stage, pos, quat)
+    t[~MASK], q[~MASK] = np.nan, np.nan
+    return t, q
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_captured_reset_replayed_after_a_layout_change_raises_and_writes_nothing(change: str) -> None:
+    """A reset captured in a CUDA graph (masked robot write, masked camera read; an indexed and a full camera read in
+    graphs of their own: a getter's next call reuses its output buffer), replayed after the stage's layout changed: no
+    matrix of any prim changes, every row read is NaN, and ``check()`` raises on both views, naming the change.
+    Replays before the change hold the float64 truth; captured again after the error, the reset replays the truth."""
+    if wp.get_cuda_device_count() == 0:
+        pytest.skip("no CUDA device")
+    device = "cuda:0"
+    stage = build_env_stage(N, seed=4, robot_scale="uniform", camera_rotation="random")
+    everything = [p for leaf in ("", "/Robot", "/Robot/Camera") for p in env_paths(N, leaf)]
+    robots = fv.FabricFrameView(ROBOTS, stage=stage, device=device)
+    cams = fv.FabricFrameView(CAMERAS, stage=stage, device=device)
+    observer = fv.FabricFrameView(everything, stage=stage, device=device)
+    doomed = fv.FabricFrameView(CAMERAS, stage=stage, device=device)
+    keep: list = []
+    try:
+        rng = np.random.default_rng(41)
+        pos = wp.array(rng.uniform(-1, 1, (N, 3)), dtype=wp.vec3f, device=device)
+        quat = wp.array(random_quats(rng, N), dtype=wp.quatf, device=device)
+        mask = wp.array(MASK, dtype=wp.bool, device=device)
+        ids = [3, 0, 2]  # masked envs: their cameras' truth is known after a replay
+        index = wp.array(ids, dtype=wp.int32, device=device)
+
+        def reset() -> tuple:
+            robots.set_world_poses(pos, quat, mask=mask)
+            return cams.get_world_poses(mask=mask)
+
+        reset()
+        cams.get_world_poses(index)
+        cams.get_world_poses()
+        graph, masked = _captured(device, reset)
+        index_graph, indexed = _captured(device, lambda: cams.get_world_poses(index))
+        full_graph, full = _captured(device, cams.get_world_poses)
+        for _ in range(2):
+            new_pos, new_quat = _replay(graph, device, pos, quat, rng)
+            truth_pos, truth_quat = _masked_camera_truth(stage, new_pos, new_quat)
+            np.testing.assert_allclose(masked[0].numpy()[MASK], truth_pos[MASK], atol=1e-4)
+            assert_quats_close(masked[1].numpy()[MASK], truth_quat[MASK], atol=1e-4)
+            wp.capture_launch(index_graph)
+            wp.synchronize_device(device)
+            np.testing.assert_allclose(indexed[0].numpy(), truth_pos[ids], atol=1e-4)
+            assert_quats_close(indexed[1].numpy(), truth_quat[ids], atol=1e-4)
+        robots.check()
+        cams.check()
+        keep = _change_layout(change, stage, doomed, device)
+        before = _snapshot(observer)
+        _replay(graph, device, pos, quat, rng)
+        for view in (robots, cams):
+            with pytest.raises(RuntimeError, match="layout changed after"):
+                view.check()
+        for got, want in zip(_snapshot(observer), before, strict=True):
+            np.testing.assert_array_equal(got, want)
+        assert np.all(np.isnan(masked[0].numpy()[MASK])) and np.all(np.isnan(masked[1].numpy()[MASK]))
+        for read_graph, out in ((index_graph, indexed), (full_graph, full)):
+            wp.capture_launch(read_graph)
+            wp.synchronize_device(device)
+            with pytest.raises(RuntimeError, match="layout changed after"):
+                cams.check()
+            assert all(np.all(np.isnan(a.numpy())) for a in out), "a stale replay read rows that are not NaN"
+        reset()  # outside a capture: the views catch up with the new layout
+        graph, masked = _captured(device, reset)
+        new_pos, new_quat = _replay(graph, device, pos, quat, rng)
+        robots.check()
+        cams.check()
+        truth_pos, truth_quat = _masked_camera_truth(stage, new_pos, new_quat)
+        np.testing.assert_allclose(masked[0].numpy()[MASK], truth_pos[MASK], atol=1e-4)
+        assert_quats_close(masked[1].numpy()[MASK], truth_quat[MASK], atol=1e-4)
+    finally:
+        for v in (*keep, doomed, observer, cams, robots):
+            v.close()
+
+
+@pytest.mark.cuda
+def test_captured_reads_replay_the_poses_physics_wrote() -> None:
+    """Camera reads (masked, indexed) captured once in a CUDA graph: each replay reads the poses written in Fabric
+    since (here by a robot write outside the graph, as physics would), against float64 truth."""
+    if wp.get_cuda_device_count() == 0:
+        pytest.skip("no CUDA device")
+    device = "cuda:0"
+    stage = build_env_stage(N, seed=4, robot_scale="uniform", camera_rotation="random")
+    with (
+        fv.FabricFrameView(ROBOTS, stage=stage, device=device) as physics,
+        fv.FabricFrameView(CAMERAS, stage=stage, device=device) as cams,
+    ):
+        rng = np.random.default_rng(43)
+        mask = wp.array(MASK, dtype=wp.bool, device=device)
+        ids = wp.array([5, 0, 3], dtype=wp.int32, device=device)
+        cams.get_world_poses(mask=mask)
+        cams.get_world_poses(ids)
+        graph, masked = _captured(device, lambda: cams.get_world_poses(mask=mask))
+        index_graph, indexed = _captured(device, lambda: cams.get_world_poses(ids))  # a getter reuses its buffer
+        for _ in range(3):
+            new_pos, new_quat = rng.uniform(-1, 1, (N, 3)), random_quats(rng, N)
+            physics.set_world_poses(new_pos, new_quat)
+            wp.capture_launch(graph)
+            wp.synchronize_device(device)
+            truth_pos, truth_quat = _cameras_after_write(stage, new_pos, new_quat)
+            np.testing.assert_allclose(masked[0].numpy()[MASK], truth_pos[MASK], atol=1e-4)
+            assert_quats_close(masked[1].numpy()[MASK], truth_quat[MASK], atol=1e-4)
+            wp.capture_launch(index_graph)
+            wp.synchronize_device(device)
+            np.testing.assert_allclose(indexed[0].numpy(), truth_pos[[5, 0, 3]], atol=1e-4)
+            assert_quats_close(indexed[1].numpy(), truth_quat[[5, 0, 3]], atol=1e-4)
+        cams.check()

@@ -43,6 +43,7 @@ CODE_ZERO_QUATERNION = wp.constant(5)
 CODE_SINGULAR_PARENT = wp.constant(6)
 CODE_SHEAR = wp.constant(7)
 CODE_RESULT_NOT_FINITE = wp.constant(8)
+CODE_STALE_LAYOUT = wp.constant(9)  # a launch captured in the caller's graph, replayed after a layout change
 STATUS_CODES = wp.constant(16)
 
 
@@ -293,9 +294,18 @@ class DeviceErrors:
             self._host[0] = (self._calls << 32) | STATUS_OK
 
 
+_STALE_LAYOUT = (
+    "the stage's Fabric layout changed after this view's calls were captured in a CUDA graph (prims added, removed "
+    "or moved between buckets, e.g. by creating or closing a view, or by USD edits): a replay of that graph read "
+    "NaN and wrote nothing; call the view once outside a capture, then capture the graph again"
+)
+
+
 def _uncounted_error(value: int) -> Exception:
     """The error of a call that no factory names: one captured in the caller's own CUDA graph."""
     row, code = split_status(value)
+    if code == int(CODE_STALE_LAYOUT):
+        return RuntimeError(_STALE_LAYOUT)
     return RuntimeError(
         f"a call of this view captured in a CUDA graph failed (row {row}, error code {code}); nothing was written by "
         "it or by the calls after it until this error; call view.check() after replaying a graph to find out sooner"
@@ -364,6 +374,8 @@ def status_error(call: str, rows: Rows | None, prim_paths: tuple[str, ...]) -> C
             return ValueError(
                 f"prim {prim!r}: the new local transform is not finite (a degenerate parent or local matrix); {written}"
             )
+        if code == int(CODE_STALE_LAYOUT):
+            return RuntimeError(_STALE_LAYOUT)
         return RuntimeError(f"{call}: device error code {code} at row {row}")
 
     return make

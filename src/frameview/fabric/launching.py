@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
@@ -39,26 +39,39 @@ class LaunchingMixin:
     _no_capture_stream: bool
     _trace: list | None = None  # FabricFrameView.launch_trace: the launches recorded, None when not tracing
 
-    def _launch_recorded(self, key: Any, kernel: Any, dim: int, inputs: list, outputs: list) -> None:
+    if TYPE_CHECKING:
+
+        def _guard(self, every_launch: bool = False) -> list: ...
+
+    def _launch_recorded(
+        self, key: Any, kernel: Any, dim: int, inputs: list, outputs: list, guarded: bool = True
+    ) -> None:
         """Full-view launches are recorded once per fabric-array rebuild and replayed (cheaper than ``wp.launch``).
+        A ``guarded`` kernel takes the layout guard after ``inputs`` (:meth:`_guard`), appended here: -1 in the
+        recorded launch, compared in a launch captured in the caller's graph.
 
         On CUDA, once the same recorded launch has been replayed with unchanged buckets, it is captured into a CUDA
         graph and the graph is replayed from then on (the cheapest launch Warp offers); a bucket change drops both.
         Outputs are per thread, so the key includes their addresses, and the entry holds the output arrays: a recorded
         launch keeps raw pointers, which must not outlive (or be reused by) another allocation.
         """
-        if self._trace is not None:
-            self._trace.append((kernel, dim, [*inputs, *outputs]))
+        capturing = self._errors.is_capturing()
+        if capturing or self._trace is not None:
+            params = [*inputs, *self._guard()] if guarded else inputs
+            if self._trace is not None:
+                self._trace.append((kernel, dim, [*params, *outputs]))
+            if capturing:  # inside the caller's graph capture: this launch, its guard set, is captured there
+                wp.launch(kernel, dim=dim, inputs=params, outputs=outputs, device=self._device,
+                          block_dim=block_dim_for(self._device))  # fmt: skip
+                return
         key = (key, *[out.ptr for out in outputs])
         entry = self._launches.get(key)
         if entry is None:
-            cmd = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=self._device, record_cmd=True,
+            params = [*inputs, *self._guard()] if guarded else inputs
+            cmd = wp.launch(kernel, dim=dim, inputs=params, outputs=outputs, device=self._device, record_cmd=True,
                             block_dim=block_dim_for(self._device))  # fmt: skip
             self._launches[key] = entry = [cmd, 0, None, outputs]
         cmd, replays, graph, _ = entry
-        if self._errors.is_capturing():  # inside the caller's graph capture: the launch itself is captured
-            cmd.launch()
-            return
         if graph is not None:
             wp.capture_launch(graph)
             return

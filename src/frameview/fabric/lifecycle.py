@@ -10,6 +10,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from .epoch import layout_changed
+
 __all__ = ["DEFERRED_TAGS", "DeferredTagRemoval", "Lifecycle"]
 
 
@@ -60,6 +62,7 @@ class DeferredTagRemoval:
                 fabric.remove_attribute(paths, tag)
                 if parent_paths:
                     fabric.remove_attribute(parent_paths, parent_tag)
+                layout_changed(fabric)
 
 
 DEFERRED_TAGS = DeferredTagRemoval()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
+from .epoch import LayoutEpoch, layout_changed
 from .lifecycle import DEFERRED_TAGS
 from .stage import LOCAL_MATRIX, WORLD_MATRIX, FabricSelection
 
@@ -28,6 +29,7 @@ class SelectionsMixin:
     _launches: dict[Any, Any]
     _slots_fresh: bool
     _view_slots_fresh: bool
+    _epoch: LayoutEpoch
 
     if TYPE_CHECKING:
 
@@ -53,12 +55,17 @@ class SelectionsMixin:
         if parents and self._parent_paths:
             attrs = (self._parent_tag, WORLD_MATRIX, LOCAL_MATRIX)
             self._refresh_one(self._parent_sel, len(self._parent_paths), "parents", attrs)
+        if self._epoch.dirty:  # the layout changed during a capture: what it captures would compare a stale word
+            self._outside_capture("its records of the stage's layout")
+            self._epoch.flush()
 
     def _refresh_one(
         self, sel: FabricSelection, expected: int, what: str, attrs: tuple[str, ...], write: bool = False
     ) -> None:
         prepare_for_write = getattr(sel, "prepare_for_write", None) if write else None
         changed = prepare_for_write() if prepare_for_write is not None else sel.prepare_for_reuse()
+        if changed:
+            layout_changed(self._fabric)  # graphs the caller captured against the old layout fail from now on
         if sel.count != expected:
             sel.release()
             lost = self._untagged(self.prim_paths if what == "prims" else self._parent_paths, attrs[0])

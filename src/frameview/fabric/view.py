@@ -33,6 +33,7 @@ from ..base import BaseFrameView
 from ..host import CAPTURE_LOCK
 from ..host import to_numpy as to_numpy
 from ..kernels.slots import invert_tag_column
+from .epoch import UNGUARDED, layout_changed, layout_epoch
 from .launching import PUBLISHES, LaunchingMixin
 from .launching import address as _address
 from .lifecycle import DEFERRED_TAGS as _DEFERRED_TAGS
@@ -143,12 +144,14 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
             self._tag = f"frameview:{self._uid}:index"
             self._parent_tag = f"frameview:{self._uid}:parentIndex"
             self._parent_paths = extras
+            self._epoch = layout_epoch(fabric)
             fabric.set_uint_attribute(self.prim_paths, self._tag, np.arange(self.count, dtype=np.uint32))
             self._state = _Lifecycle.OPEN  # tags are on the stage from here: close() must remove them
             if self._parent_paths:
                 fabric.set_uint_attribute(
                     self._parent_paths, self._parent_tag, np.arange(len(self._parent_paths), dtype=np.uint32)
                 )
+            layout_changed(fabric)  # the tags moved prims between buckets
             self._sel = fabric.select([self._tag, WORLD_MATRIX, LOCAL_MATRIX], write=True)
             self._parent_sel = fabric.select([self._parent_tag, WORLD_MATRIX, LOCAL_MATRIX], write=False)
             follow_plan = getattr(fabric, "follow_plan", None)
@@ -226,7 +229,8 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
             )  # fmt: skip
             try:
                 self._refresh_one(sel, count, what, (tag, WORLD_MATRIX, LOCAL_MATRIX))
-                self._launch_recorded(key, invert_tag_column, count, [self._arrays[prefix + tag]], [slots])
+                self._launch_recorded(key, invert_tag_column, count, [self._arrays[prefix + tag]], [slots],
+                                      guarded=False)  # fmt: skip
                 return slots, self._arrays[prefix + WORLD_MATRIX]
             finally:
                 sel.release()
@@ -275,19 +279,21 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                 self._refresh(parents=False)
                 mats, tags = self._arrays[attr], self._arrays[self._tag]
                 key = (attr, self._offset_key(offset))
+                status = self._errors.status
                 if rows.kind == ALL:
                     self._launch_recorded(("poses", key), _scatter_poses, self.count, [tags, mats, offset],
-                                          [pos_out, quat_out])  # fmt: skip
+                                          [pos_out, quat_out, status])  # fmt: skip
                 elif rows.kind == MASK:
                     self._invert_view_table(tags)
                     self._launch_cmd(("masked", key), _mask_poses, self.count, [
-                        tags, mats, self._slots, self.count, rows.mask, offset, pos_out, quat_out])  # fmt: skip
+                        tags, mats, self._slots, self.count, rows.mask, offset, *self._guard(every_launch=True),
+                        pos_out, quat_out, status])  # fmt: skip
                 else:
                     where = (rows.count, _address(rows.indices), _address(pos_out), _address(quat_out))
                     self._run_steps(("gather", key), where, lambda: [
                         self._invert_check(tags, rows),
                         (("gather", key), _gather_poses, rows.count, [mats, self._slots, self.count, offset,
-                         rows.indices, pos_out, quat_out, self._errors.status], PUBLISHES),
+                         rows.indices, *self._guard(), pos_out, quat_out, status], PUBLISHES),
                     ])  # fmt: skip
             finally:
                 self._release_selections()
@@ -297,32 +303,48 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         rebuilt (the masked read verifies each slot it uses, so a table that went stale costs time, never a row)."""
         if not self._view_slots_fresh:
             self._launch_cmd("invert_view", _stage_write, self.count, [
-                tags, tags, self.count, 0, int(STAGE_ALL), self._no_mask, self._slots, self._parent_slots,
-                self._req_row])  # fmt: skip
+                tags, tags, self.count, 0, int(STAGE_ALL), self._no_mask, *self._guard(every_launch=True),
+                self._slots, self._parent_slots, self._req_row, self._errors.status])  # fmt: skip
             self._view_slots_fresh = True
 
     def _invert_check(self, tags: Any, rows: Rows) -> tuple:
         """The first step of an indexed read: the slot table, and the indices out of range reported."""
         return ("invert_check", _invert_check, max(self.count, rows.count),
-                [tags, self.count, rows.indices, rows.count, self._slots, self._errors.status])  # fmt: skip
+                [tags, self.count, rows.indices, rows.count, *self._guard(), self._slots,
+                 self._errors.status])  # fmt: skip
+
+    def _guard(self, every_launch: bool = False) -> list:
+        """The ``layout, expected`` arguments of a launch (:mod:`frameview.fabric.epoch`): the stage's epoch word, and
+        its value for a launch captured in the caller's graph, which compares them first at every replay; -1 for a
+        launch inside a view call (the call brought the view's Fabric arrays up to date, and the epoch's word).
+
+        ``every_launch``: the value in every launch, captured or not, without asking whether the stream captures
+        (a driver call, ~1 us of host time): for launches that are never part of the view's own graphs and whose
+        kernel loads the word beside the mask (no GPU time)."""
+        epoch = self._epoch
+        if every_launch or self._errors.is_capturing():
+            return [epoch.word, epoch.value]
+        return [epoch.word, UNGUARDED]
 
     def _read_scales(self, attr: str, rows: Rows, scale_out: wp.array) -> None:
         with self._fabric.lock:
             try:
                 self._refresh(parents=False)
                 mats, tags = self._arrays[attr], self._arrays[self._tag]
+                status = self._errors.status
                 if rows.kind == ALL:
                     self._launch_recorded(f"scales:{attr}", _scatter_scales, self.count,
-                                          [tags, mats, self._no_mask, 0], [scale_out])  # fmt: skip
+                                          [tags, mats, self._no_mask, 0], [scale_out, status])  # fmt: skip
                 elif rows.kind == MASK:
                     self._launch_cmd(("scales_masked", attr), _scatter_scales, self.count,
-                                     [tags, mats, rows.mask, 1, scale_out])  # fmt: skip
+                                     [tags, mats, rows.mask, 1, *self._guard(every_launch=True), scale_out,
+                                      status])  # fmt: skip
                 else:
                     where = (rows.count, _address(rows.indices), _address(scale_out))
                     self._run_steps(("gather_scales", attr), where, lambda: [
                         self._invert_check(tags, rows),
                         (("gather_scales", attr), _gather_scales, rows.count, [mats, self._slots, self.count,
-                         rows.indices, scale_out, self._errors.status], PUBLISHES),
+                         rows.indices, *self._guard(), scale_out, status], PUBLISHES),
                     ])  # fmt: skip
             finally:
                 self._release_selections()
@@ -397,6 +419,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
             fabric.remove_attribute(self.prim_paths, self._tag)
             if self._parent_paths:
                 fabric.remove_attribute(self._parent_paths, self._parent_tag)
+            layout_changed(fabric)
 
     def __del__(self, _sys: Any = sys) -> None:
         # Shutdown-safe: nothing runs during interpreter finalisation (Fabric dies with the process anyway).

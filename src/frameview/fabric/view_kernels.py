@@ -13,6 +13,7 @@ import warp as wp
 from .._rows import (
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
+    CODE_STALE_LAYOUT,
     INDEXED,
     MASK,
     MASK_ROWS,
@@ -41,22 +42,50 @@ STAGE_ALL, STAGE_INDICES, STAGE_MASK = (wp.constant(k) for k in range(3))
 """Modes of :func:`_stage_write`: how a write's request rows are set."""
 
 
+@wp.func
+def _stale(layout: wp.array(dtype=wp.int32), expected: int):
+    """Whether a launch captured in the caller's CUDA graph replays after the stage's layout changed: the epoch word
+    ``layout[0]`` is no longer the ``expected`` value of the capture (:mod:`frameview.fabric.epoch`). A launch made
+    inside a view call passes ``expected`` -1: never stale, nothing loaded. A stale launch must not touch Fabric."""
+    stale = bool(False)
+    if expected >= 0:
+        stale = layout[0] != expected
+    return stale
+
+
 @wp.kernel(enable_backward=False)
 def _scatter_poses(
     # inputs
     tags: wp.fabricarray(dtype=wp.uint32),
     mats: wp.fabricarray(dtype=wp.mat44d),
     offset: wp.quatf,
+    layout: wp.array(dtype=wp.int32),
+    expected: int,
     # outputs
     pos_out: wp.array(dtype=wp.vec3f),
     quat_out: wp.array(dtype=wp.quatf),
+    status_out: wp.array(dtype=wp.int32),
 ):
-    """Full read, no slot table needed: row ``tag[slot]`` is ``decompose(mats[slot])`` (rotation times ``offset``)."""
+    """Full read, no slot table needed: row ``tag[slot]`` is ``decompose(mats[slot])`` (rotation times ``offset``).
+    Replayed from the caller's graph after a layout change (:func:`_stale`): every row NaN, reported."""
     slot = wp.tid()
+    if _stale(layout, expected):
+        _stale_pose(slot, pos_out, quat_out, status_out)
+        return
     i = int(tags[slot])
     p, q = pose_of(mats[slot], offset)
     pos_out[i] = p
     quat_out[i] = q
+
+
+@wp.func
+def _stale_pose(
+    row: int, pos_out: wp.array(dtype=wp.vec3f), quat_out: wp.array(dtype=wp.quatf), status: wp.array(dtype=wp.int32)
+):
+    """Row ``row`` of a stale launch (:func:`_stale`): NaN, and the stale layout reported."""
+    pos_out[row] = wp.vec3f(_NAN, _NAN, _NAN)
+    quat_out[row] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
+    report(status, row, CODE_STALE_LAYOUT)
 
 
 @wp.func
@@ -80,11 +109,15 @@ def _mask_poses(
     count: int,
     mask: wp.array(dtype=wp.bool),
     offset: wp.quatf,
+    layout: wp.array(dtype=wp.int32),
+    expected: int,
     # outputs
     pos_out: wp.array(dtype=wp.vec3f),
     quat_out: wp.array(dtype=wp.quatf),
+    status_out: wp.array(dtype=wp.int32),
 ):
-    """Masked read: row ``k`` (where ``mask[k]``) is ``decompose(mats[slots[k]])`` (rotation times ``offset``).
+    """Masked read: row ``k`` (where ``mask[k]``) is ``decompose(mats[slots[k]])`` (rotation times ``offset``); NaN
+    and reported when replayed stale (:func:`_stale`, its word loaded beside the mask).
 
     The slot is loaded beside the mask and used when the tag column confirms it (the prim there carries tag ``k``),
     else found by :func:`_scan_slot` and written back: a stale table costs time, never a wrong row (a tag missing
@@ -92,7 +125,12 @@ def _mask_poses(
     matrix instead of three (tag, then mask, then matrix)."""
     k = wp.tid()
     s = slots[k]
-    if not mask[k]:
+    live = mask[k]
+    stale = _stale(layout, expected)
+    if not live:
+        return
+    if stale:
+        _stale_pose(k, pos_out, quat_out, status_out)
         return
     sc = wp.clamp(s, 0, count - 1)
     m = mats[sc]
@@ -116,14 +154,20 @@ def _invert_check(
     count: int,
     indices: wp.array(dtype=wp.int32),
     rows: int,
+    layout: wp.array(dtype=wp.int32),
+    expected: int,
     # outputs
     slots_out: wp.array(dtype=wp.int32),
     status_out: wp.array(dtype=wp.int32),
 ):
     """The first launch of an indexed read, over ``max(count, rows)``: invert the tag column into the slot table
-    (:func:`~frameview.kernels.slots.invert_tag_column`) and report the indices out of range, so that the gather
-    after it reports nothing and can publish the call's final status word itself."""
+    (:func:`~frameview.kernels.slots.invert_tag_column`) and report the indices out of range (or a stale replay,
+    :func:`_stale`), so that the gather after it reports nothing and can publish the call's final status word."""
     t = wp.tid()
+    if _stale(layout, expected):
+        if t == 0:
+            report(status_out, 0, CODE_STALE_LAYOUT)
+        return
     if t < count:
         slots_out[int(tags[t])] = t
     if t < rows:
@@ -141,6 +185,8 @@ def _gather_poses(
     count: int,
     offset: wp.quatf,
     indices: wp.array(dtype=wp.int32),
+    layout: wp.array(dtype=wp.int32),
+    expected: int,
     # outputs
     pos_out: wp.array(dtype=wp.vec3f),
     quat_out: wp.array(dtype=wp.quatf),
@@ -151,12 +197,14 @@ def _gather_poses(
     state: wp.array(dtype=wp.int32),
     mirror: wp.array(dtype=wp.uint64),
 ):
-    """Indexed read: row ``k`` is view prim ``indices[k]``; an index out of range (reported by :func:`_invert_check`)
-    gives NaN. Thread 0 publishes the call's status word when ``publish`` is set."""
+    """Indexed read: row ``k`` is view prim ``indices[k]``; an index out of range or a stale replay (reported by
+    :func:`_invert_check`) gives NaN. Thread 0 publishes the call's status word when ``publish`` is set."""
     k = wp.tid()
     if k == 0 and publish != 0:
         publish_word(status, counted, state, mirror)
     i = indices[k]
+    if _stale(layout, expected):
+        i = -1
     if i < 0 or i >= count:
         pos_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
         quat_out[k] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
@@ -173,11 +221,22 @@ def _scatter_scales(
     mats: wp.fabricarray(dtype=wp.mat44d),
     mask: wp.array(dtype=wp.bool),
     use_mask: int,
+    layout: wp.array(dtype=wp.int32),
+    expected: int,
     # outputs
     scale_out: wp.array(dtype=wp.vec3f),
+    status_out: wp.array(dtype=wp.int32),
 ):
-    """Full (or masked) read of scales: ``scale_out[tag[slot]] = scale(mats[slot])``."""
+    """Full (or masked) read of scales: ``scale_out[tag[slot]] = scale(mats[slot])``; replayed stale
+    (:func:`_stale`): row ``slot`` (where masked) NaN, reported."""
     slot = wp.tid()
+    if _stale(layout, expected):
+        if use_mask != 0:  # noqa: SIM102 - Warp does not short-circuit
+            if not mask[slot]:
+                return
+        scale_out[slot] = wp.vec3f(_NAN, _NAN, _NAN)
+        report(status_out, slot, CODE_STALE_LAYOUT)
+        return
     i = int(tags[slot])
     if use_mask != 0:  # noqa: SIM102 - Warp does not short-circuit: mask is empty when use_mask == 0
         if not mask[i]:
@@ -193,6 +252,8 @@ def _gather_scales(
     slots: wp.array(dtype=wp.int32),
     count: int,
     indices: wp.array(dtype=wp.int32),
+    layout: wp.array(dtype=wp.int32),
+    expected: int,
     # outputs
     scale_out: wp.array(dtype=wp.vec3f),
     # publish (DeviceErrors.publish_args)
@@ -202,12 +263,14 @@ def _gather_scales(
     state: wp.array(dtype=wp.int32),
     mirror: wp.array(dtype=wp.uint64),
 ):
-    """Indexed read of scales (NaN for an index out of range, reported by :func:`_invert_check`); thread 0 publishes
-    the call's status word when ``publish`` is set."""
+    """Indexed read of scales (NaN for an index out of range or a stale replay, reported by :func:`_invert_check`);
+    thread 0 publishes the call's status word when ``publish`` is set."""
     k = wp.tid()
     if k == 0 and publish != 0:
         publish_word(status, counted, state, mirror)
     i = indices[k]
+    if _stale(layout, expected):
+        i = -1
     if i < 0 or i >= count:
         scale_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
         return
@@ -224,17 +287,25 @@ def _stage_write(
     parent_count: int,
     mode: int,
     mask: wp.array(dtype=wp.bool),
+    layout: wp.array(dtype=wp.int32),
+    expected: int,
     # outputs
     slots_out: wp.array(dtype=wp.int32),
     parent_slots_out: wp.array(dtype=wp.int32),
     req_row_out: wp.array(dtype=wp.int32),
+    status_out: wp.array(dtype=wp.int32),
 ):
     """The first launch of a write of a view with nested prims, over ``max(count, parent_count)``: invert the view's
     and its parents' tag columns into their slot tables, and set the request rows of ``mode`` (``STAGE_ALL``:
     untouched, the caller passes ``0..N-1``; ``STAGE_INDICES``: -1, :func:`_stage_indices` stages them; ``STAGE_MASK``:
     ``i`` where ``mask[i]``, else -1). A view without nesting runs it with ``STAGE_ALL`` only when its Fabric arrays
-    were rebuilt (its kernels verify every slot they use, :func:`_solve_flat`)."""
+    were rebuilt (its kernels verify every slot they use, :func:`_solve_flat`). Replayed stale (:func:`_stale`): the
+    stale layout reported (the launches after it see the failed status word), nothing else."""
     t = wp.tid()
+    if _stale(layout, expected):
+        if t == 0:
+            report(status_out, 0, CODE_STALE_LAYOUT)
+        return
     if t < count:
         slots_out[int(tags[t])] = t
         if mode == STAGE_INDICES:
@@ -292,6 +363,8 @@ def _solve_flat(
     quat: wp.array(dtype=wp.quatf),
     set_scale: int,
     scale: wp.array(dtype=wp.vec3f),
+    layout: wp.array(dtype=wp.int32),
+    expected: int,
     # outputs
     row_parent_slots: wp.array(dtype=wp.int32),
     claims: wp.array(dtype=wp.int32),
@@ -328,9 +401,16 @@ def _solve_flat(
     s = slots[ic]  # the tables' 4-byte loads share the mask's latency (a mask's row is the prim: no index to wait
     up = node_parent[ic]  # for); the matrices and the values wait for the mask, which leaves most rows out
     ps = row_parent_slots[ic]
-    if kind == _KIND_MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
-        if not mask[k]:
-            return
+    live = True
+    if kind == _KIND_MASK:
+        live = mask[k]
+    stale = _stale(layout, expected)  # its word loaded beside the mask: nothing past here touches a stale Fabric
+    if not live:
+        return
+    if stale:
+        if not dead:
+            report(status_out, r, CODE_STALE_LAYOUT)
+        return
     t, q, sc = request_values(r, set_pos, pos, set_quat, quat, set_scale, scale)
     local = view_local[wp.clamp(s, 0, count - 1)]
     tag = int(tags[wp.clamp(s, 0, count - 1)])

@@ -81,6 +81,8 @@ class WritesMixin:
 
         def _run_steps(self, name: str, key: tuple, build: Callable[[], list[tuple]]) -> None: ...
 
+        def _guard(self) -> list: ...
+
     def _write(
         self,
         rows: Rows,
@@ -161,18 +163,19 @@ class WritesMixin:
             follow, world_all, width = [*(self._no_index,) * 5, 0, view_local], view_world, 1
             follow_flat = [self._no_table, self._no_table, 0, view_local]
         outputs = [view_local, view_world, world_all, written]
+        guard = self._guard()  # the first launch touching Fabric compares it; the others follow the status word
         steps: list[tuple] = []
         if not self._nested:
             mask = rows.mask if rows.kind == MASK else self._no_mask
             if not self._slots_fresh:  # the Fabric arrays were rebuilt: invert once, then verify per use
                 steps.append(("invert_tables", _stage_write, max(count, n_parents, 1), [
-                    tags, parent_tags, count, n_parents, int(STAGE_ALL), self._no_mask, self._slots, self._parent_slots,
-                    self._req_row]))  # fmt: skip
+                    tags, parent_tags, count, n_parents, int(STAGE_ALL), self._no_mask, *guard, self._slots,
+                    self._parent_slots, self._req_row, status]))  # fmt: skip
                 self._slots_fresh = self._view_slots_fresh = True
             steps.append(("solve_flat", _solve_flat, rows.count, [
                 tags, view_local, self._slots, parent_tags, self._arrays[parent + WORLD_MATRIX], self._parent_slots,
-                n_parents, self._node_parent, count, int(rows.kind), indices, mask, *values, self._row_parent_slots,
-                self._req_row, self._new_local, self._new_world, status,
+                n_parents, self._node_parent, count, int(rows.kind), indices, mask, *values, *guard,
+                self._row_parent_slots, self._req_row, self._new_local, self._new_world, status,
             ]))  # fmt: skip
             steps.append(("commit_flat", _commit_flat, (width, rows.count), [
                 self._new_local, self._new_world, self._slots, count, int(rows.kind), indices, mask, self._req_row,
@@ -182,8 +185,8 @@ class WritesMixin:
         mode = STAGE_INDICES if indexed else (STAGE_MASK if rows.kind == MASK else STAGE_ALL)
         req_row = self._req_all if rows.kind == ALL else self._req_row
         steps.append(("stage", _stage_write, max(count, n_parents), [
-            tags, parent_tags, count, n_parents, int(mode), rows.mask if rows.kind == MASK else self._no_mask,
-            self._slots, self._parent_slots, self._req_row,
+            tags, parent_tags, count, n_parents, int(mode), rows.mask if rows.kind == MASK else self._no_mask, *guard,
+            self._slots, self._parent_slots, self._req_row, status,
         ]))  # fmt: skip
         if indexed:
             steps.append(("stage_indices", _stage_indices, rows.count, [indices, count, self._req_row, status]))

@@ -26,6 +26,9 @@ import warp as wp
 
 __all__ = ["FollowPlan"]
 
+_ARRAYS = ("start", "nodes", "node_parent", "follow_up", "node_slot", "node_top", "follow_slot")
+"""The plan's device arrays."""
+
 
 class FollowPlan:
     """The descendants of one view's prims in an embedded model, laid out for the view's commit launch
@@ -44,6 +47,10 @@ class FollowPlan:
         self.width = 0
         self.stamp: tuple[int, int] = (-1, -1)
         """Changes whenever the plan's arrays are replaced (a captured launch that read them is stale)."""
+        self._retired: list[wp.array] = []
+        """Arrays replaced by :meth:`refresh`, kept for the plan's life: a commit captured in the caller's graph
+        loads its tables beside the mask, before the status word stops a stale replay (:mod:`..epoch`), so their
+        addresses must stay readable."""
 
     def columns(self) -> tuple[wp.fabricarray, wp.fabricarray]:
         """The model's local and world matrix columns, which ``node_slot`` and ``node_top`` index."""
@@ -58,7 +65,10 @@ class FollowPlan:
 
     def refresh(self) -> None:
         """Rebuild after prims were added or removed; re-slot after the buckets changed (host work, O(plan))."""
+        if not self.stale:
+            return
         model = self._model
+        self._retired += [a for a in (getattr(self, n, None) for n in _ARRAYS) if a is not None]
         if self._structure != model.structure_version:
             self._build()
             self._structure = model.structure_version

@@ -16,6 +16,7 @@ import numpy as np
 import warp as wp
 
 from ...host import to_numpy
+from ..epoch import LayoutEpoch
 from ..stage import LOCAL_MATRIX, WORLD_MATRIX
 
 if TYPE_CHECKING:
@@ -197,6 +198,8 @@ class _Storage:
         self._bucket_by_key: dict[tuple[str, frozenset[str]], _Bucket] = {}
         self._free_buckets: list[int] = []
         self.layout_version = 0
+        self.layout_epoch = LayoutEpoch(self._device, exact=True)
+        """Advanced with :attr:`layout_version`: captured launches compare its device word (:mod:`..epoch`)."""
         self._bucket_of = np.empty(0, dtype=np.int64)
         self._row_of = np.empty(0, dtype=np.int64)
 
@@ -307,6 +310,7 @@ class _Storage:
 
     def _bump(self) -> None:
         self.layout_version += 1
+        self.layout_epoch.advance()
 
     def bucket_of(self, pids: np.ndarray) -> np.ndarray:
         return self._bucket_of[pids]
