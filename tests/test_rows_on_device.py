@@ -63,7 +63,9 @@ def _world_truth(stage: Usd.Stage, leaf: str) -> tuple[np.ndarray, np.ndarray]:
     return t, q
 
 
-def test_masked_read_fills_only_masked_rows(backend: str, stage: Usd.Stage, device: str) -> None:
+def test_masked_read_fills_only_masked_rows(backend: str, stage: Usd.Stage, device: str, mask_path: str) -> None:
+    """Only the masked rows are written; the same mask array with new contents selects the new rows (the CPU keeps a
+    host view of a mask it compacts)."""
     truth_pos, truth_quat = _world_truth(stage, "/Robot/Camera")
     with _view(backend, CAMERAS, stage, device) as view:
         pos, quat = view.get_world_poses()  # fill the buffers with the truth, then poison them
@@ -74,6 +76,11 @@ def test_masked_read_fills_only_masked_rows(backend: str, stage: Usd.Stage, devi
         np.testing.assert_allclose(got[MASK], truth_pos[MASK], atol=1e-5)
         np.testing.assert_array_equal(got[~MASK], 7.0)
         assert_quats_close(quat.numpy()[MASK], truth_quat[MASK], atol=1e-5)
+        pos.fill_(wp.vec3f(7.0, 7.0, 7.0))
+        mask.assign(~MASK)
+        got = view.get_world_poses(mask=mask)[0].numpy()
+        np.testing.assert_allclose(got[~MASK], truth_pos[~MASK], atol=1e-5)
+        np.testing.assert_array_equal(got[MASK], 7.0)
         _t, _q, truth_scale = decompose_all(xform_cache_world(stage, env_paths(N, "/Robot/Camera")))
         np.testing.assert_allclose(view.get_world_scales(mask=MASK).numpy()[MASK], truth_scale[MASK], atol=1e-4)
 

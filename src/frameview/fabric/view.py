@@ -178,6 +178,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._no_table = wp.empty((0, 0), dtype=wp.int32, device=dev)
         self._arrays: dict[str, Any] = {}
+        self._mask_views: dict[int, tuple[wp.array, np.ndarray]] = {}  # CPU masks' NumPy views (_mask_rows)
         self._launches: dict[Any, Any] = {}
         self._offset_key = OffsetKeys(_NO_OFFSET)
         self._capture_stream: wp.Stream | None = None
@@ -285,8 +286,11 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                                           [pos_out, quat_out, status])  # fmt: skip
                 elif rows.kind == MASK:
                     self._invert_view_table(tags)
-                    self._launch_cmd(("masked", key), _mask_poses, self.count, [
-                        tags, mats, self._slots, self.count, rows.mask, offset, *self._guard(every_launch=True),
+                    compact = self._compact_masks and self._device.is_cpu
+                    picked = self._mask_rows(rows) if compact else rows
+                    self._launch_cmd(("masked", key), _mask_poses, picked.count, [
+                        tags, mats, self._slots, self.count, rows.mask, int(compact),
+                        picked.indices if compact else self._no_index, offset, *self._guard(every_launch=True),
                         pos_out, quat_out, status])  # fmt: skip
                 else:
                     where = (rows.count, _address(rows.indices), _address(pos_out), _address(quat_out))
@@ -318,11 +322,12 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         its value for a launch captured in the caller's graph, which compares them first at every replay; -1 for a
         launch inside a view call (the call brought the view's Fabric arrays up to date, and the epoch's word).
 
-        ``every_launch``: the value in every launch, captured or not, without asking whether the stream captures
-        (a driver call, ~1 us of host time): for launches that are never part of the view's own graphs and whose
-        kernel loads the word beside the mask (no GPU time)."""
+        ``every_launch``: on CUDA, the value in every launch, captured or not, without asking whether the stream
+        captures (a driver call, ~1 us of host time): for launches that are never part of the view's own graphs and
+        whose kernel loads the word beside the mask (no GPU time; on the CPU, where nothing is captured, a load per
+        row)."""
         epoch = self._epoch
-        if every_launch or self._errors.is_capturing():
+        if (every_launch and self._device.is_cuda) or self._errors.is_capturing():
             return [epoch.word, epoch.value]
         return [epoch.word, UNGUARDED]
 

@@ -108,6 +108,8 @@ def _mask_poses(
     slots: wp.array(dtype=wp.int32),
     count: int,
     mask: wp.array(dtype=wp.bool),
+    compact: int,
+    mask_rows: wp.array(dtype=wp.int32),
     offset: wp.quatf,
     layout: wp.array(dtype=wp.int32),
     expected: int,
@@ -117,13 +119,17 @@ def _mask_poses(
     status_out: wp.array(dtype=wp.int32),
 ):
     """Masked read: row ``k`` (where ``mask[k]``) is ``decompose(mats[slots[k]])`` (rotation times ``offset``); NaN
-    and reported when replayed stale (:func:`_stale`, its word loaded beside the mask).
+    and reported when replayed stale (:func:`_stale`, its word loaded beside the mask). With ``compact`` (the CPU,
+    whose launches loop over their threads) thread ``t`` reads row ``mask_rows[t]``, the mask's rows compacted on the
+    host.
 
     The slot is loaded beside the mask and used when the tag column confirms it (the prim there carries tag ``k``),
     else found by :func:`_scan_slot` and written back: a stale table costs time, never a wrong row (a tag missing
     from its column, which the host's count check makes unreachable, gives NaN). Two dependent loads before the
     matrix instead of three (tag, then mask, then matrix)."""
     k = wp.tid()
+    if compact != 0:
+        k = mask_rows[k]
     s = slots[k]
     live = mask[k]
     stale = _stale(layout, expected)

@@ -60,9 +60,10 @@ class WritesMixin:
     _no_table: wp.array
     _index_buffer: wp.array
     _index_host: np.ndarray
+    _mask_views: dict[int, tuple[wp.array, np.ndarray]]
     _compact_masks = True
-    """CPU: compact a masked write's rows before its launches (:meth:`_mask_rows`); the tests also run the kernels'
-    MASK path on the CPU with it off (the path CUDA takes)."""
+    """CPU: compact a masked write's (and pose read's) rows before its launches (:meth:`_mask_rows`); the tests also
+    run the kernels' MASK path on the CPU with it off (the path CUDA takes)."""
 
     if TYPE_CHECKING:
 
@@ -122,11 +123,17 @@ class WritesMixin:
                 self._release_selections()
 
     def _mask_rows(self, rows: Rows) -> Rows:
-        """CPU: a mask's rows compacted into the view's index buffer (``MASK_ROWS``), so that the write's launches
-        loop over the rows written instead of every row of the mask (Warp's CPU launches run one thread after
+        """CPU: a mask's rows compacted into the view's index buffer (``MASK_ROWS``), so that a call's launches
+        loop over the rows written (or read) instead of every row of the mask (Warp's CPU launches run one thread after
         another: a reset's 256 of 8192 rows otherwise pay ~5 ns per row left out in each launch). The CPU's arrays are
         host memory: NumPy reads the mask in place."""
-        host = to_numpy(rows.mask).nonzero()[0]
+        views = self._mask_views
+        view = views.get(id(rows.mask))
+        if view is None or view[0] is not rows.mask:  # a reset loop passes the same mask: its view is kept
+            if len(views) >= 8:
+                views.clear()
+            view = views[id(rows.mask)] = (rows.mask, to_numpy(rows.mask))  # holds the mask: its id stays its own
+        host = view[1].nonzero()[0]
         n = host.size
         self._index_host[:n] = host
         return Rows(MASK_ROWS, n, indices=self._head(self._index_buffer, n))
