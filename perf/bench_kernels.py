@@ -6,9 +6,10 @@ public calls drive the views): a masked write of the robots (``_solve_flat``, ``
 cameras follow), the masked read of the cameras (``_mask_poses``, row ``scatter_masked``) and the full read
 (``_scatter_poses``). Each is captured ``--chain`` times back to back in one CUDA graph and timed between two
 CUDA events; a row is the median over ``--reps`` replays, divided by the chain length. An empty kernel over the
-same rows gives the floor a launch costs in a graph. ``reset_graph`` replays the captured write + read as
-``bench_reset.py`` does (host, launch and synchronisation included), ``graph_floor`` a graph of one empty kernel
-the same way.
+same rows gives the floor a launch costs in a graph. ``reset_masked_captured`` chains the same three launches as
+made inside the caller's own capture, which compare the stage's layout epoch first (``frameview.fabric.epoch``).
+``reset_graph`` replays the captured write + read as ``bench_reset.py`` does (host, launch and synchronisation
+included), ``graph_floor`` a graph of one empty kernel the same way.
 
 Usage::
 
@@ -130,6 +131,12 @@ def run(device: str, envs: int, filler: int, reset: int, reps: int, chain: int) 
         rows["scatter_full"] = timer.chain_us([full], chain)
         rows["write_masked"] = timer.chain_us([solve, commit], chain)
         rows["reset_masked"] = timer.chain_us([solve, commit, scatter], chain)
+        with wp.ScopedCapture(device=device, force_module_load=False):  # as launched inside the caller's capture
+            with robots.launch_trace() as captured_write:
+                robots.set_world_poses(pos, quat, mask=mask)
+            with cams.launch_trace() as captured_read:
+                cams.get_world_poses(mask=mask)
+        rows["reset_masked_captured"] = timer.chain_us([*captured_write, *captured_read], chain)
         robots.set_world_poses(pos, quat, mask=mask)
         cams.get_world_poses(mask=mask)
         with wp.ScopedCapture(device=device, force_module_load=False) as capture:
