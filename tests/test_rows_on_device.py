@@ -81,6 +81,14 @@ def test_masked_read_fills_only_masked_rows(backend: str, stage: Usd.Stage, devi
         got = view.get_world_poses(mask=mask)[0].numpy()
         np.testing.assert_allclose(got[~MASK], truth_pos[~MASK], atol=1e-5)
         np.testing.assert_array_equal(got[MASK], 7.0)
+        pos.fill_(wp.vec3f(7.0, 7.0, 7.0))
+        mask.zero_()
+        np.testing.assert_array_equal(view.get_world_poses(mask=mask)[0].numpy(), 7.0)  # nothing masked: untouched
+    with _view(backend, CAMERAS, stage, device) as view:  # a view's first masked read masks nothing
+        first = view.get_world_poses(mask=wp.zeros(N, dtype=wp.bool, device=device))[0]
+        view.check()
+        np.testing.assert_allclose(view.get_world_poses(mask=MASK)[0].numpy()[MASK], truth_pos[MASK], atol=1e-5)
+        assert first.shape == (N,)
         _t, _q, truth_scale = decompose_all(xform_cache_world(stage, env_paths(N, "/Robot/Camera")))
         np.testing.assert_allclose(view.get_world_scales(mask=MASK).numpy()[MASK], truth_scale[MASK], atol=1e-4)
 

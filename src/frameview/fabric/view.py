@@ -288,6 +288,8 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                     self._invert_view_table(tags)
                     compact = self._compact_masks and self._device.is_cpu
                     picked = self._mask_rows(rows) if compact else rows
+                    if picked.count == 0:  # nothing masked (CPU): nothing to launch
+                        return
                     self._launch_cmd(("masked", key), _mask_poses, picked.count, [
                         tags, mats, self._slots, self.count, rows.mask, int(compact),
                         picked.indices if compact else self._no_index, offset, *self._guard(every_launch=True),
