@@ -25,6 +25,7 @@ from helpers import (
 from pxr import Usd, UsdGeom
 
 import frameview as fv
+from frameview.fabric.stage import WORLD_MATRIX
 
 N = 6
 ROBOTS = "/World/envs/env_.*/Robot"
@@ -537,6 +538,9 @@ def test_a_write_rejected_at_its_last_row_leaves_every_matrix_as_it_was(
             got_pos, got_quat = (a.numpy() for a in tips.get_world_poses())
         np.testing.assert_allclose(got_pos, t, atol=1e-4)
         assert_quats_close(got_quat, q, atol=1e-4)
+        plain = (not isinstance(robots._follow.flat_columns()[0], wp.fabricarray),
+                 not isinstance(leaves._columns[WORLD_MATRIX], wp.fabricarray))  # fmt: skip
+        assert plain == (not links, not links), "the test no longer reaches the kind of column it names"
 
 
 # ---------------------------------------------------------------- captured launches replayed after a layout change
@@ -799,3 +803,42 @@ def test_captured_reads_replay_the_poses_physics_wrote() -> None:
             np.testing.assert_allclose(indexed[0].numpy(), truth_pos[[5, 0, 3]], atol=1e-4)
             assert_quats_close(indexed[1].numpy(), truth_quat[[5, 0, 3]], atol=1e-4)
         cams.check()
+
+
+@pytest.mark.parametrize("links", [False, True])
+def test_flat_writes_and_reads_hold_the_truth_over_one_bucket_and_over_several(
+    device: str, links: bool, mask_path: str
+) -> None:
+    """The reset path indexes a selection of one bucket as a plain array over it, and a selection of several through
+    the fabric array: robots whose descendants are cameras only (one bucket) or cameras and links (two), read through
+    a view of cameras (one bucket) or of cameras and links (two). A masked robot write and masked and full reads of
+    the leaves hold the float64 truth either way."""
+    stage = _stage_with_links() if links else build_env_stage(N, 4, robot_scale="uniform", camera_rotation="random")
+    leaf_paths = [*env_paths(N, "/Robot/Camera"), *(env_paths(N, "/Robot/Link") if links else [])]
+    robot_world = xform_cache_world(stage, env_paths(N, "/Robot"))
+    leaf_world = xform_cache_world(stage, leaf_paths)
+    leaf_local = np.stack([leaf_world[k] @ np.linalg.inv(robot_world[k % N]) for k in range(len(leaf_paths))])
+    _t, _q, scale = decompose_all(robot_world)
+    rng = np.random.default_rng(51)
+    pos, quat = rng.uniform(-2, 2, (N, 3)), random_quats(rng, N)
+    with (
+        fv.FabricFrameView(ROBOTS, stage=stage, device=device) as robots,
+        fv.FabricFrameView(leaf_paths, stage=stage, device=device) as leaves,
+    ):
+        mask = wp.array(MASK, dtype=wp.bool, device=device)
+        robots.set_world_poses(wp.array(pos, dtype=wp.vec3f, device=device),
+                               wp.array(quat, dtype=wp.quatf, device=device), mask=mask)  # fmt: skip
+        robots.check()
+        new_world = robot_world.copy()
+        new_world[MASK] = np.stack([compose(pos[i], quat[i], scale[i]) for i in np.flatnonzero(MASK)])
+        t, q, _s = decompose_all(np.stack([leaf_local[k] @ new_world[k % N] for k in range(len(leaf_paths))]))
+        leaf_mask = np.tile(MASK, len(leaf_paths) // N)
+        got_pos, got_quat = (a.numpy() for a in leaves.get_world_poses(mask=leaf_mask))
+        np.testing.assert_allclose(got_pos[leaf_mask], t[leaf_mask], atol=1e-4)
+        assert_quats_close(got_quat[leaf_mask], q[leaf_mask], atol=1e-4)
+        got_pos, got_quat = (a.numpy() for a in leaves.get_world_poses())
+        np.testing.assert_allclose(got_pos, t, atol=1e-4)
+        assert_quats_close(got_quat, q, atol=1e-4)
+        plain = (not isinstance(robots._follow.flat_columns()[0], wp.fabricarray),
+                 not isinstance(leaves._columns[WORLD_MATRIX], wp.fabricarray))  # fmt: skip
+        assert plain == (not links, not links), "the test no longer reaches the kind of column it names"

@@ -178,6 +178,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._no_table = wp.empty((0, 0), dtype=wp.int32, device=dev)
         self._arrays: dict[str, Any] = {}
+        self._columns: dict[str, Any] = {}  # the same columns as the reset path's kernels index them (plain_column)
         self._mask_views: dict[int, tuple[wp.array, np.ndarray]] = {}  # CPU masks' NumPy views (_mask_rows)
         self._launches: dict[Any, Any] = {}
         self._offset_key = OffsetKeys(_NO_OFFSET)
@@ -279,11 +280,12 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
             try:
                 self._refresh(parents=False)
                 mats, tags = self._arrays[attr], self._arrays[self._tag]
+                columns = self._columns[attr], self._columns[self._tag]  # plain arrays where one bucket
                 key = (attr, self._offset_key(offset))
                 status = self._errors.status
                 if rows.kind == ALL:
-                    self._launch_recorded(("poses", key), _scatter_poses, self.count, [tags, mats, offset],
-                                          [pos_out, quat_out, status])  # fmt: skip
+                    self._launch_recorded(("poses", key), _scatter_poses, self.count, [columns[1], columns[0],
+                                          offset], [pos_out, quat_out, status])  # fmt: skip
                 elif rows.kind == MASK:
                     self._invert_view_table(tags)
                     compact = self._compact_masks and self._device.is_cpu
@@ -291,7 +293,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                     if picked.count == 0:  # nothing masked (CPU): nothing to launch
                         return
                     self._launch_cmd(("masked", key), _mask_poses, picked.count, [
-                        tags, mats, self._slots, self.count, rows.mask, int(compact),
+                        columns[1], columns[0], self._slots, self.count, rows.mask, int(compact),
                         picked.indices if compact else self._no_index, offset, *self._guard(every_launch=True),
                         pos_out, quat_out, status])  # fmt: skip
                 else:
@@ -413,6 +415,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         """Remove both tags from every tagged prim, in one batch each."""
         self._launches.clear()
         self._arrays.clear()
+        self._columns.clear()
         if self._capture_stream is not None:
             with CAPTURE_LOCK:  # Warp refuses the wait while any view of the device captures
                 wp.synchronize_stream(self._capture_stream)

@@ -7,6 +7,8 @@ They take fabric arrays, arrays and counts; they know nothing of stages or views
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import warp as wp
 
@@ -56,8 +58,8 @@ def _stale(layout: wp.array(dtype=wp.int32), expected: int):
 @wp.kernel(enable_backward=False)
 def _scatter_poses(
     # inputs
-    tags: wp.fabricarray(dtype=wp.uint32),
-    mats: wp.fabricarray(dtype=wp.mat44d),
+    tags: Any,
+    mats: Any,
     offset: wp.quatf,
     layout: wp.array(dtype=wp.int32),
     expected: int,
@@ -89,7 +91,7 @@ def _stale_pose(
 
 
 @wp.func
-def _scan_slot(tags: wp.fabricarray(dtype=wp.uint32), table: wp.array(dtype=wp.int32), i: int, count: int):
+def _scan_slot(tags: Any, table: wp.array(dtype=wp.int32), i: int, count: int):
     """The Fabric slot whose tag is ``i``, found by scanning the tag column and written back to ``table``; -1 if no
     prim carries the tag. For a slot table entry that the tag column did not confirm (a stale table): slow, never
     wrong."""
@@ -103,8 +105,8 @@ def _scan_slot(tags: wp.fabricarray(dtype=wp.uint32), table: wp.array(dtype=wp.i
 @wp.kernel(enable_backward=False)
 def _mask_poses(
     # inputs
-    tags: wp.fabricarray(dtype=wp.uint32),
-    mats: wp.fabricarray(dtype=wp.mat44d),
+    tags: Any,
+    mats: Any,
     slots: wp.array(dtype=wp.int32),
     count: int,
     mask: wp.array(dtype=wp.bool),
@@ -350,11 +352,11 @@ def _stage_indices(
 @wp.kernel(enable_backward=False)
 def _solve_flat(
     # inputs
-    tags: wp.fabricarray(dtype=wp.uint32),
-    view_local: wp.fabricarray(dtype=wp.mat44d),
+    tags: Any,
+    view_local: Any,
     slots: wp.array(dtype=wp.int32),
-    parent_tags: wp.fabricarray(dtype=wp.uint32),
-    parent_world: wp.fabricarray(dtype=wp.mat44d),
+    parent_tags: Any,
+    parent_world: Any,
     parent_slots: wp.array(dtype=wp.int32),
     parent_count: int,
     node_parent: wp.array(dtype=wp.int32),
@@ -645,11 +647,11 @@ def _commit_flat(
     follow_slot: wp.array2d(dtype=wp.int32),
     follow_up: wp.array2d(dtype=wp.int32),
     follow: int,
-    local: wp.fabricarray(dtype=wp.mat44d),
+    local: Any,
     # outputs
-    view_local_out: wp.fabricarray(dtype=wp.mat44d),
-    view_world_out: wp.fabricarray(dtype=wp.mat44d),
-    world_out: wp.fabricarray(dtype=wp.mat44d),
+    view_local_out: Any,
+    view_world_out: Any,
+    world_out: Any,
     written_slots_out: wp.array(dtype=wp.int32),
     # publish (DeviceErrors.publish_args)
     publish: int,
@@ -705,3 +707,19 @@ def _commit_flat(
         m = m @ local[follow_slot[i, up]]
         up = follow_up[i, up]
     world_out[d] = m @ world_new[i]
+
+
+# Fabric columns reach the reset path's kernels as fabric arrays or, for a selection of one bucket, as plain arrays
+# over that bucket (frameview.fabric.columns): the same code, one overload per kind, all compiled with the module.
+_COLUMN_KINDS = (
+    (wp.fabricarray(dtype=wp.uint32), wp.fabricarray(dtype=wp.mat44d)),
+    (wp.array(dtype=wp.uint32), wp.array(dtype=wp.mat44d)),
+)
+for _tags_t, _mats_t in _COLUMN_KINDS:
+    wp.overload(_scatter_poses, {"tags": _tags_t, "mats": _mats_t})
+    wp.overload(_mask_poses, {"tags": _tags_t, "mats": _mats_t})
+    for _parent_tags_t, _parent_mats_t in _COLUMN_KINDS:
+        wp.overload(_solve_flat, {"tags": _tags_t, "view_local": _mats_t, "parent_tags": _parent_tags_t,
+                                  "parent_world": _parent_mats_t})  # fmt: skip
+        wp.overload(_commit_flat, {"local": _parent_mats_t, "view_local_out": _mats_t, "view_world_out": _mats_t,
+                                   "world_out": _parent_mats_t})  # fmt: skip

@@ -38,6 +38,7 @@ class WritesMixin:
     _follow: Any
     _sel: Any
     _arrays: dict[str, Any]
+    _columns: dict[str, Any]
     _tag: str
     _parent_tag: str
     _parent_paths: tuple[str, ...]
@@ -157,6 +158,7 @@ class WritesMixin:
         parent = "parent:" if n_parents else ""
         parent_tags = self._arrays["parent:" + self._parent_tag] if n_parents else tags
         view_world, view_local = self._arrays[WORLD_MATRIX], self._arrays[LOCAL_MATRIX]
+        columns = self._columns  # the flat path's kernels: plain arrays where a selection spans one bucket
         values = [int(in_world), int(pos is not None), self._no_vec3 if pos is None else pos,
                   int(quat is not None), self._no_quat if quat is None else quat,
                   int(scale is not None), self._no_vec3 if scale is None else scale]  # fmt: skip
@@ -164,11 +166,13 @@ class WritesMixin:
         if plan is not None and plan.width > 0:
             local_all, world_all = plan.columns()
             follow = [plan.start, plan.nodes, plan.node_slot, plan.node_parent, plan.node_top, 1, local_all]
-            follow_flat = [plan.follow_slot, plan.follow_up, 1, local_all]
+            flat_local, flat_world, flat_slot = plan.flat_columns()
+            follow_flat = [flat_slot, plan.follow_up, 1, flat_local]
             width = plan.width + 1  # thread (0, k) commits row k, thread (j + 1, k) its j-th descendant
         else:
             follow, world_all, width = [*(self._no_index,) * 5, 0, view_local], view_world, 1
-            follow_flat = [self._no_table, self._no_table, 0, view_local]
+            flat_world = columns[WORLD_MATRIX]
+            follow_flat = [self._no_table, self._no_table, 0, columns[LOCAL_MATRIX]]
         outputs = [view_local, view_world, world_all, written]
         guard = self._guard()  # the first launch touching Fabric compares it; the others follow the status word
         steps: list[tuple] = []
@@ -180,13 +184,17 @@ class WritesMixin:
                     self._parent_slots, self._req_row, status]))  # fmt: skip
                 self._slots_fresh = self._view_slots_fresh = True
             steps.append(("solve_flat", _solve_flat, rows.count, [
-                tags, view_local, self._slots, parent_tags, self._arrays[parent + WORLD_MATRIX], self._parent_slots,
+                columns[self._tag], columns[LOCAL_MATRIX], self._slots,
+                columns["parent:" + self._parent_tag] if n_parents else columns[self._tag],
+                columns[parent + WORLD_MATRIX], self._parent_slots,
                 n_parents, self._node_parent, count, int(rows.kind), indices, mask, *values, *guard,
                 self._row_parent_slots, self._req_row, self._new_local, self._new_world, status,
             ]))  # fmt: skip
-            steps.append(("commit_flat", _commit_flat, (width, rows.count), [
+            # the plan's columns can change kind (one bucket or several) while the view's own stay: one launch each
+            commit_key = ("commit_flat", isinstance(follow_flat[3], wp.fabricarray))
+            steps.append((commit_key, _commit_flat, (width, rows.count), [
                 self._new_local, self._new_world, self._slots, count, int(rows.kind), indices, mask, self._req_row,
-                status, *follow_flat, *outputs,
+                status, *follow_flat, columns[LOCAL_MATRIX], columns[WORLD_MATRIX], flat_world, written,
             ], PUBLISHES))  # fmt: skip
             return steps
         mode = STAGE_INDICES if indexed else (STAGE_MASK if rows.kind == MASK else STAGE_ALL)

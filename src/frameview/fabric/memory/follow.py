@@ -24,9 +24,11 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from ..stage import LOCAL_MATRIX, WORLD_MATRIX
+
 __all__ = ["FollowPlan"]
 
-_ARRAYS = ("start", "nodes", "node_parent", "follow_up", "node_slot", "node_top", "follow_slot")
+_ARRAYS = ("start", "nodes", "node_parent", "follow_up", "node_slot", "node_top", "follow_slot", "flat_slot")
 """The plan's device arrays."""
 
 
@@ -86,8 +88,31 @@ class FollowPlan:
             table = np.full(self._table_shape, -1, dtype=np.int32)
             table[self._entry_row, self._entry_col] = slots[self._entry_node]
             self.follow_slot = wp.array(table, dtype=wp.int32, device=dev)
+            self._flat_columns(model, table)
             self._layout = model.layout_version
             self.stamp = (self._structure, self._layout)
+
+    def flat_columns(self) -> tuple[Any, Any, wp.array]:
+        """What ``_commit_flat`` indexes: the local and world columns and the ``follow_slot`` table into them. Plain
+        arrays over one bucket when every descendant lies in that bucket (no bucket lookup per access, as
+        :func:`frameview.fabric.selections.plain_column`), else :meth:`columns` and :attr:`follow_slot`."""
+        return self._flat
+
+    def _flat_columns(self, model: Any, table: np.ndarray) -> None:
+        entries = self._pids[self._entry_node]
+        buckets = np.unique(model.bucket_of(entries))
+        if buckets.size != 1:
+            local, world = self.columns()
+            self.flat_slot = self.follow_slot
+            self._flat = (local, world, self.follow_slot)
+            return
+        bucket = model.buckets[int(buckets[0])]
+        flat = np.full(self._table_shape, -1, dtype=np.int32)
+        flat[self._entry_row, self._entry_col] = model.row_of(entries)
+        self.flat_slot = wp.array(flat, dtype=wp.int32, device=model.device)
+        local, world = (wp.array(ptr=bucket.columns[name].ptr, shape=(bucket.size,), dtype=wp.mat44d,
+                                 device=model.device) for name in (LOCAL_MATRIX, WORLD_MATRIX))  # fmt: skip
+        self._flat = (local, world, self.flat_slot)
 
     def _build(self) -> None:
         model = self._model
