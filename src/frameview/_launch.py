@@ -15,8 +15,9 @@ class RecordedLaunch:
 
     ``wp.launch`` looks the kernel up and packs every argument on every call, most of a small launch's host time; a
     recorded command keeps the packed arguments, and :meth:`launch` updates those whose object changed (arrays by
-    identity, scalars by value) and the dimension. The command holds raw pointers: this object keeps every array it
-    was given alive, so no address can be reused while it is recorded.
+    identity, scalars by value) and the dimension. An argument of another kind than the one recorded (a plain array
+    where a fabric array was: another overload of a generic kernel) records the launch again. The command holds raw
+    pointers: this object keeps every array it was given alive, so no address can be reused while it is recorded.
 
     Args:
         kernel: The Warp kernel.
@@ -26,10 +27,15 @@ class RecordedLaunch:
         block_dim: Threads per block on CUDA (None: Warp's default, 256); see :func:`block_dim_for`.
     """
 
-    __slots__ = ("_cmd", "_dim", "_params")
+    __slots__ = ("_block_dim", "_cmd", "_device", "_dim", "_kernel", "_params")
 
     def __init__(self, kernel: Any, dim: Any, params: list, device: Any, block_dim: int | None = None) -> None:
-        self._cmd = wp.launch(kernel, dim=dim, inputs=params, device=device, record_cmd=True, block_dim=block_dim)
+        self._kernel, self._device, self._block_dim = kernel, device, block_dim
+        self._record(dim, params)
+
+    def _record(self, dim: Any, params: list) -> None:
+        self._cmd = wp.launch(self._kernel, dim=dim, inputs=params, device=self._device, record_cmd=True,
+                              block_dim=self._block_dim)  # fmt: skip
         self._params = list(params)
         self._dim = dim
 
@@ -43,6 +49,10 @@ class RecordedLaunch:
         for j, value in enumerate(params):
             old = last[j]
             if value is not old and (isinstance(value, (wp.array, wp.fabricarray)) or value != old):
+                if type(value) is not type(old):  # another overload of a generic kernel
+                    self._record(dim, params)
+                    self._cmd.launch(stream=stream)
+                    return
                 cmd.set_param_at_index(j, value)
                 last[j] = value
         if dim != self._dim:

@@ -190,9 +190,7 @@ class WritesMixin:
                 n_parents, self._node_parent, count, int(rows.kind), indices, mask, *values, *guard,
                 self._row_parent_slots, self._req_row, self._new_local, self._new_world, status,
             ]))  # fmt: skip
-            # the plan's columns can change kind (one bucket or several) while the view's own stay: one launch each
-            commit_key = ("commit_flat", isinstance(follow_flat[3], wp.fabricarray))
-            steps.append((commit_key, _commit_flat, (width, rows.count), [
+            steps.append(("commit_flat", _commit_flat, (width, rows.count), [
                 self._new_local, self._new_world, self._slots, count, int(rows.kind), indices, mask, self._req_row,
                 status, *follow_flat, columns[LOCAL_MATRIX], columns[WORLD_MATRIX], flat_world, written,
             ], PUBLISHES))  # fmt: skip
