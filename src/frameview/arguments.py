@@ -18,12 +18,13 @@ import warp as wp
 
 from ._rows import CODE_ZERO_QUATERNION, INDEXED, MASK, DeviceErrors, Rows, is_torch_tensor, split_status
 from .host import CAPTURE_LOCK, to_numpy
-from .kernels.arguments import check_values, narrow_indices, narrow_indices_u32
+from .kernels.arguments import INDEX_DTYPES, check_values, narrow_kernel
 
 __all__ = ["ArgumentsMixin", "ArrayLike", "IndicesLike", "MaskLike"]
 
 IndicesLike = Any
-"""``None`` (all), or int32/uint32/int64 indices as a Warp array, NumPy array, torch tensor, list, tuple or range."""
+"""``None`` (all), or integer indices (any signed or unsigned integer dtype) as a Warp array (strided too), NumPy
+array, torch tensor, list, tuple or range."""
 
 MaskLike = Any
 """``None``, or a boolean (N,) Warp array, torch tensor or NumPy array selecting view prims (N = the view's count)."""
@@ -32,7 +33,7 @@ ArrayLike = Any
 """A Warp array, NumPy array or torch tensor of shape (M, 3) or (M, 4) (or a Warp vector array of shape (M,))."""
 
 _INDEX_KINDS = ("i", "u")
-_WARP_INDEX_DTYPES = (wp.int32, wp.uint32, wp.int64)
+_WARP_INDEX_DTYPES = INDEX_DTYPES
 
 
 class ArgumentsMixin:
@@ -46,7 +47,7 @@ class ArgumentsMixin:
     _device_rows: bool
     _errors: DeviceErrors
     _all_rows: Rows
-    _last_rows: tuple[Any, Rows] | None
+    _last_rows: tuple[Any, bool, tuple, Rows] | None
     _index_buffer: wp.array
     _index_stage: wp.array | None
     _index_host: np.ndarray
@@ -70,19 +71,22 @@ class ArgumentsMixin:
             return self._all_rows
         if indices is not None and mask is not None:
             raise TypeError("indices and mask: pass one of them, not both")
-        last = self._last_rows  # the reset loop passes the same device array every time: reuse its Rows
-        if last is not None and (last[0] is mask if indices is None else last[0] is indices):
-            return last[1]
-        if mask is not None:
+        # The reset loop passes the same device array every call: reuse its Rows. The cache is keyed on everything
+        # that gives them their meaning: the keyword, and the array's identity, address, shape, strides and dtype.
+        value, is_mask = (indices, False) if mask is None else (mask, True)
+        last = self._last_rows
+        if last is not None and last[0] is value and last[1] is is_mask and last[2] == _layout(value):
+            return last[3]
+        if is_mask:
             rows = Rows(MASK, self.count, mask=self._mask_to_device(mask))
             if isinstance(mask, wp.array) and rows.mask is mask:
-                self._last_rows = (mask, rows)
+                self._last_rows = (mask, True, _layout(mask), rows)
             return rows
         if self._device_rows:  # device indices (on the CPU too: checked by the kernels, raised by the call)
             device_rows = self._device_indices(indices)
             if device_rows is not None:
                 if device_rows.indices is indices:  # used as is (int32, contiguous, on the view's device)
-                    self._last_rows = (indices, device_rows)
+                    self._last_rows = (indices, False, _layout(indices), device_rows)
                 return device_rows
         host = self._indices_to_numpy(indices)
         self._check_host_indices(host, write)
@@ -142,8 +146,8 @@ class ArgumentsMixin:
             out = self._head(self._index_buffer, n)
         else:
             out = wp.empty(n, dtype=wp.int32, device=self._device)
-        if n:
-            kernel = narrow_indices_u32 if indices.dtype == wp.uint32 else narrow_indices
+        if n:  # other dtypes and strided arrays: one launch into contiguous int32
+            kernel = narrow_kernel(indices.dtype)
             wp.launch(kernel, dim=n, inputs=[indices, self.count], outputs=[out], device=self._device)
         return Rows(INDEXED, n, indices=out, checked=False, source=source)
 
@@ -183,7 +187,8 @@ class ArgumentsMixin:
     def _indices_to_numpy(self, indices: IndicesLike) -> np.ndarray:
         if isinstance(indices, wp.array):
             if indices.dtype not in _WARP_INDEX_DTYPES:
-                raise TypeError(f"indices: expected a Warp array of int32, uint32 or int64, got dtype {indices.dtype}")
+                hint = " (for a boolean mask pass mask=...)" if indices.dtype == wp.bool else ""
+                raise TypeError(f"indices: expected a Warp array of an integer dtype, got dtype {indices.dtype}{hint}")
             host = to_numpy(indices)
         elif isinstance(indices, np.ndarray):
             host = indices
@@ -203,7 +208,7 @@ class ArgumentsMixin:
         if host.dtype == np.bool_:
             raise TypeError("indices: boolean masks are not indices; pass mask=... (or np.flatnonzero(mask))")
         if host.dtype.kind not in _INDEX_KINDS:
-            raise TypeError(f"indices: expected integer indices (int32, uint32 or int64), got dtype {host.dtype}")
+            raise TypeError(f"indices: expected integer indices, got dtype {host.dtype}")
         if host.ndim != 1:
             raise ValueError(f"indices: expected a 1-D array of indices, got shape {tuple(host.shape)}")
         return host
@@ -266,8 +271,16 @@ class ArgumentsMixin:
         masked = rows.kind == MASK
         if masked and not self._device_rows:
             select = self._host_mask_indices(rows)
+        read: list[np.ndarray] = []
+
+        def masked_rows() -> np.ndarray:  # a masked write's rows, read back once and only for host data
+            if not read:
+                read.append(np.flatnonzero(to_numpy(rows.mask)))
+            return read[0]
+
         pairs = [
-            self._coerce_rows(v, name, dtype, rows.count, select=select, masked=masked) for v, name, dtype in values
+            self._coerce_rows(v, name, dtype, rows.count, select=select, masked_rows=masked_rows if masked else None)
+            for v, name, dtype in values
         ]
         if select is not None:
             rows = Rows(INDEXED, select.shape[0], indices=select)
@@ -280,17 +293,16 @@ class ArgumentsMixin:
         dtype: type,
         rows: int,
         select: wp.array | None = None,
-        masked: bool = False,
+        masked_rows: Callable[[], np.ndarray] | None = None,
     ) -> tuple[wp.array | None, bool]:
         """Check ``value`` is (rows, width) floating point; return it as ``dtype`` on the view's device, and whether
         it came from the host (``None`` counts as host data).
 
-        Host data is checked for non-finite values (and zero quaternions) here, at once; device data by the
-        backend's kernels (``_device_rows``) or by one check launch. ``select``: keep only these rows (host-bound
-        backends' masked writes; they are checked on the host, device data included, since it is copied there).
-        ``masked``: a masked write, whose data is checked in its masked rows only: for a device-row backend, host data
-        is then left to the kernels as device data is (they skip the other rows; the call still raises at once, its
-        data having come from the host), so that the mask is not read back.
+        Host data is checked for non-finite values (and zero quaternions) here, at once, before anything is written;
+        device data by the backend's kernels (``_device_rows``) or by one check launch. ``select``: keep only these
+        rows (host-bound backends' masked writes; they are checked on the host, device data included, since it is
+        copied there). ``masked_rows``: a masked write's rows (a callable: the mask is read back only when host data
+        needs it); only those rows of the data are checked, the others may hold anything.
         """
         if value is None:
             return None, True
@@ -313,10 +325,14 @@ class ArgumentsMixin:
         if rows == 0:
             return None, from_host
         check_norm = dtype is wp.quatf
-        if select is not None or (from_host and not masked):
+        if select is not None or from_host:
             host = to_numpy(arr)
-            read = None if select is None else to_numpy(select)  # the rows the write reads: all, or a mask's
-            _check_host_rows(host, read, name, check_norm)
+            read = None  # the rows the write reads: all, or a mask's
+            if select is not None:
+                read = to_numpy(select)
+            elif masked_rows is not None:
+                read = masked_rows()
+            check_host_rows(host, read, name, check_norm)
         if select is not None:
             arr = wp.array(host[read], dtype=wp.float32, device=self._device)
         elif str(arr.device) != str(self._device):  # host data for a CUDA view, or another device's
@@ -405,6 +421,13 @@ def _host_float32_rows(value: Any, name: str, expected: str) -> np.ndarray:
     return np.ascontiguousarray(host, dtype=np.float32)
 
 
+def _layout(value: Any) -> tuple:
+    """What decides the meaning of an index or mask array besides its identity: address, shape, strides, dtype."""
+    if isinstance(value, wp.array):
+        return (value.ptr, value.shape, value.strides, value.dtype)
+    return ()
+
+
 def _torch_index_dtypes() -> tuple:
     torch = sys.modules["torch"]
     return (torch.int32, torch.int64)
@@ -415,13 +438,14 @@ def _width(dtype: Any) -> int:
     return int(getattr(dtype, "_length_", 1))
 
 
-def _check_host_rows(host: np.ndarray, rows: np.ndarray | None, name: str, check_norm: bool) -> None:
+def check_host_rows(host: np.ndarray, rows: np.ndarray | None, name: str, check_norm: bool) -> None:
     """Raise ``ValueError`` naming the first of ``rows`` (all when ``None``) of ``host`` (M, width) that holds a
     non-finite value (or, ``check_norm``, a zero-norm quaternion)."""
     part = host if rows is None else host[rows]
     bad = ~np.isfinite(part).all(axis=1)
-    if check_norm:
-        bad |= (part * part).sum(axis=1) < 1.0e-12
+    if check_norm:  # in float64: a float32 square of a large (valid) component overflows
+        wide = part.astype(np.float64)
+        bad |= (wide * wide).sum(axis=1) < 1.0e-12
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
         row = first if rows is None else int(rows[first])

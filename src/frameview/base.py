@@ -34,8 +34,6 @@ from .arguments import _wait_for_producer as _wait_for_producer
 from .arguments import _width as _width
 from .host import to_numpy
 from .kernels.arguments import check_values as check_values
-from .kernels.arguments import narrow_indices as narrow_indices
-from .kernels.arguments import narrow_indices_u32 as narrow_indices_u32
 from .kernels.arguments import scatter_quat, scatter_vec3
 from .visibility import VisibilityMixin
 from .writers import WriterScopesMixin
@@ -108,7 +106,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         self._heads: dict[tuple[int, int], wp.array] = {}
         self._errors = DeviceErrors(self._device)
         self._all_rows = Rows(ALL, self.count)
-        self._last_rows: tuple[Any, Rows] | None = None  # (the caller's device indices or mask, their Rows)
+        self._last_rows: tuple[Any, bool, tuple, Rows] | None = None  # (device indices or mask, is mask, layout, Rows)
 
     # ---------------------------------------------------------------- properties
 

@@ -304,7 +304,9 @@ class VisibilityMixin:
         ``False`` authors ``invisible`` on the prim: it and everything under it disappear. ``True`` authors
         ``inherited``; when an ancestor is ``invisible``, that ancestor (and the ones between) become ``inherited``
         and their other children ``invisible``, so the prim reads visible afterwards and no prim outside it, its
-        subtree and those ancestors changes.
+        subtree and those ancestors changes. One rule differs from pxr's ``MakeVisible``: a non-Imageable sibling
+        (e.g. a typeless ``def``) cannot hold an opinion, so its topmost Imageable descendants are made
+        ``invisible`` (they stay hidden), where pxr skips that sibling and lets them show.
         A Fabric view writes Fabric only (``visibility`` opinions, and ``_worldVisibility`` where Fabric holds it),
         never USD; the USD view authors ``visibility`` in one ``Sdf.ChangeBlock``.
 

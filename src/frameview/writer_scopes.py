@@ -64,21 +64,22 @@ class XformSpaceWriter:
     view's own pose and scale getters and setters raise ``RuntimeError`` (read through :meth:`get_poses` /
     :meth:`get_scales` inside the scope). A writer is entered once.
 
-    **When writes happen.** Each write is validated at once (as the view's setters validate) and its data and indices
-    are copied, so the caller may reuse its buffers. Writes to the same rows (``indices=None``, or equal host indices
-    or masks) are combined: on flush, every prim gets the last value written to each component, all solved together
-    in one backend write (one solve, one commit, descendants moved once). The scope flushes on exit (also when the
-    body raised: the writes made before the exception are applied and the view is left consistent), before
-    :meth:`get_poses` / :meth:`get_scales` (which therefore see every write made so far), and before a write to other
-    rows. Writes go through at once, uncombined, when comparing their rows would cost a host round trip (indices or a
-    mask on the view's CUDA device, for the Fabric backend) and, in a world-space writer, when the view holds a prim
-    and one of its ancestors (a later world write of one component would then move what an earlier one placed; in
-    sequence it does not). The result is the same as writing each call through the view's setters at once, except
-    that a combined write is accepted or rejected as a whole, and that world values are solved against the parents'
-    world matrices at flush time: a parent moved meanwhile by another view does not carry the prim away from the
-    world pose written (as Isaac Lab's writers derive the other space on exit). Errors found on the device by a
-    combined write are raised by the flush (on exit) or, on CUDA with device data, as described in
-    ``docs/reliability.md``.
+    **When writes happen.** Each write is validated at once (as the view's setters validate; on the CPU every input,
+    device arrays included, is checked at the call, so a bad write raises there and nothing earlier is lost) and its
+    data and indices are copied, so the caller may reuse its buffers. Writes are held until the scope flushes: on
+    exit (also when the body raised: the writes made before the exception are applied), and before :meth:`get_poses`
+    / :meth:`get_scales` (which therefore see every write made so far). At the flush the held writes are applied in
+    the order they were made, so every world value written in the scope is solved against its parents' world
+    matrices at that moment: a parent moved meanwhile by another view does not carry the prim away from the world
+    pose written (as Isaac Lab's writers derive the other space on exit). Consecutive writes to the same rows
+    (``indices=None``, or equal host indices or masks) whose inputs were all checked at the call are combined into
+    one backend write (one solve, one commit, descendants moved once; every prim gets the last value written to each
+    component). Writes whose inputs only the device can check (device data or indices on CUDA) are never combined:
+    a rejected write writes nothing of its own and never takes an earlier accepted write down with it (on CUDA it is
+    reported as described in ``docs/reliability.md``; as for any rejected device call, the writes after it in the
+    same flush are not applied either). In a world-space writer, when the view holds a prim and one of its
+    ancestors, each write goes through at once, in sequence (a later world write of an ancestor would otherwise move
+    what an earlier one placed).
 
     Arrays returned by the getters are the view's output buffers (see :class:`~frameview.BaseFrameView`).
     """
@@ -89,7 +90,7 @@ class XformSpaceWriter:
         self._view = view
         self._state = "new"  # "new" -> "open" -> "closed"
         self._calling = False
-        self._pending: PendingWrite | None = None
+        self._pending: list[PendingWrite] = []
 
     @property
     def space(self) -> str:
@@ -134,7 +135,7 @@ class XformSpaceWriter:
                     "%r: the writes made before the exception were not applied", self, exc_info=True
                 )
             finally:
-                self._pending = None
+                self._pending = []
                 self._state = "closed"
                 if view._active_writer is self:
                     view._active_writer = None
@@ -219,66 +220,79 @@ class XformSpaceWriter:
     def _write(self, indices: Any, mask: Any, *values: tuple[Any, str, type]) -> None:
         view = self._view
         with view._lock, self._inside():
-            staged = view._stage_write(indices, mask, values)
+            staged = view._stage_write(indices, mask, values, now=True)
             if staged is None:
                 return
-            pending = self._pending
-            key = view._rows_key(staged.rows, indices, mask)
-            combine = key is not None and (self._space == "local" or not view._has_nested_prims())
-            if pending is not None and combine and _same_rows(pending.key, key):
-                self._combine(pending, staged)
-                return
-            self._flush()
-            if not combine:  # go through at once, as the view's setter would
+            if self._space == "world" and view._has_nested_prims():  # in sequence, as the view's setters would
+                self._flush()
                 view._apply_write(self._space, staged)
                 return
-            staged.key = key
-            self._pending = self._own(staged)
+            staged.key = view._write_rows_key(staged.rows, indices, mask) if staged.from_host else None
+            last = self._pending[-1] if self._pending else None
+            if last is not None and last.from_host and staged.from_host and _same_rows(last.key, staged.key):
+                self._combine(last, staged, len(self._pending) - 1)
+                return
+            self._pending.append(self._own(staged, len(self._pending)))
 
-    def _combine(self, pending: PendingWrite, staged: PendingWrite) -> None:
+    def _combine(self, pending: PendingWrite, staged: PendingWrite, slot: int) -> None:
         """Fold ``staged`` (same rows) into ``pending``: the later value of each component wins."""
-        pos, quat, scale = self._owned_data(staged)
+        pos, quat, scale = self._owned_data(staged, slot)
         pending.pos = pos if pos is not None else pending.pos
         pending.quat = quat if quat is not None else pending.quat
         pending.scale = scale if scale is not None else pending.scale
-        pending.from_host = pending.from_host and staged.from_host
 
-    def _own(self, staged: PendingWrite) -> PendingWrite:
-        """``staged`` with its rows and data copied into the writer's buffers (the caller's arrays and the view's
-        index staging buffer may change before the flush)."""
-        view = self._view
+    def _own(self, staged: PendingWrite, slot: int) -> PendingWrite:
+        """``staged`` with its rows and data copied into the writer's buffers of held write ``slot`` (the caller's
+        arrays and the view's index staging buffer may change before the flush)."""
         rows = staged.rows
         if rows.kind == INDEXED:
-            idx = view._outputs("writer:indices", wp.int32, rows.count)
+            idx = self._buffer(slot, "indices", wp.int32, rows.count)
             wp.copy(idx, rows.indices)
-            rows = Rows(INDEXED, rows.count, indices=idx, checked=rows.checked)
+            rows = Rows(INDEXED, rows.count, indices=idx, checked=rows.checked, source=idx)
         elif rows.kind == MASK:
-            mask = view._outputs("writer:mask", wp.bool, rows.count)
+            mask = self._buffer(slot, "mask", wp.bool, rows.count)
             wp.copy(mask, rows.mask)
             rows = Rows(MASK, rows.count, mask=mask, checked=rows.checked)
-        pos, quat, scale = self._owned_data(staged)
+        pos, quat, scale = self._owned_data(staged, slot)
         return PendingWrite(rows, pos, quat, scale, staged.from_host, staged.key)
 
-    def _owned_data(self, staged: PendingWrite) -> tuple[wp.array | None, ...]:
-        view = self._view
+    def _owned_data(self, staged: PendingWrite, slot: int) -> tuple[wp.array | None, ...]:
         out: list[wp.array | None] = []
         for name, dtype, arr in (("pos", wp.vec3f, staged.pos), ("quat", wp.quatf, staged.quat),
                                  ("scale", wp.vec3f, staged.scale)):  # fmt: skip
             if arr is None:
                 out.append(None)
                 continue
-            buf = view._outputs(f"writer:{name}", dtype, arr.shape[0])
+            buf = self._buffer(slot, name, dtype, arr.shape[0])
             wp.copy(buf, arr)
             out.append(buf)
         return tuple(out)
 
+    _KEPT_SLOTS = 4
+    """Held writes whose buffers the view keeps between scopes; a scope holding more allocates the others."""
+
+    def _buffer(self, slot: int, name: str, dtype: type, rows: int) -> wp.array:
+        view = self._view
+        if slot < self._KEPT_SLOTS:
+            return view._outputs(f"writer:{slot}:{name}", dtype, rows)
+        view._outside_capture("a writer scope's buffers")
+        return wp.empty(rows, dtype=dtype, device=view._device)
+
     def _flush(self) -> None:
-        """Apply the held write, if any (the caller holds the view's lock)."""
-        pending, self._pending = self._pending, None
-        if pending is None:
+        """Apply the held writes in order (the caller holds the view's lock); raise the first error once every held
+        write was tried (a rejected write writes nothing and takes no other write down with it)."""
+        pending, self._pending = self._pending, []
+        if not pending:
             return
         self._view._check_open()
-        self._view._apply_write(self._space, pending)
+        first: Exception | None = None
+        for write in pending:
+            try:
+                self._view._apply_write(self._space, write)
+            except Exception as exc:
+                first = first or exc
+        if first is not None:
+            raise first
 
 
 class XformWorldSpaceWriter(XformSpaceWriter):

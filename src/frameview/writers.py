@@ -20,6 +20,7 @@ scales, the aliases); the scope classes live in :mod:`frameview.writer_scopes` a
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
@@ -27,23 +28,14 @@ import numpy as np
 import warp as wp
 
 from ._rows import ALL, MASK, Rows
+from .arguments import check_host_rows
 from .host import to_numpy
-from .writer_scopes import (
-    PendingWrite,
-    XformLocalSpaceWriter,
-    XformSpaceWriter,
-    XformWorldSpaceWriter,
-    _same_rows,  # noqa: F401  (re-exported: it lived here before the split)
-    _WriterT,  # noqa: F401
-    logger,  # noqa: F401  (the same "frameview.writers" logger the scopes log to)
-)
+from .writer_scopes import PendingWrite, XformLocalSpaceWriter, XformSpaceWriter, XformWorldSpaceWriter
 
 if TYPE_CHECKING:
     from .base import BaseFrameView
 
 __all__ = ["WriterScopesMixin", "XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter"]
-
-_Write = PendingWrite  # its name before the split
 
 
 def _host_copy(value: Any) -> np.ndarray | None:
@@ -148,10 +140,17 @@ class WriterScopesMixin:
             )
 
     def _stage_write(
-        self, indices: Any, mask: Any, values: tuple[tuple[Any, str, type], ...], scale_only: bool = False
+        self,
+        indices: Any,
+        mask: Any,
+        values: tuple[tuple[Any, str, type], ...],
+        scale_only: bool = False,
+        now: bool = False,
     ) -> PendingWrite | None:
         """Validate a write as the view's setters do; ``None`` when it writes nothing. ``values``: (positions,
-        orientations[, scales]) or, with ``scale_only``, (scales,)."""
+        orientations[, scales]) or, with ``scale_only``, (scales,). ``now`` (writer scopes): on the CPU, also check
+        device indices and data here, on the host (they are host memory there), so that the call raises and the
+        write counts as checked."""
         view = cast("BaseFrameView", self)
         rows, pairs = view._write_values(view._prepare(indices, mask, write=True), values)
         arrays = [array for array, _host in pairs]
@@ -160,10 +159,30 @@ class WriterScopesMixin:
         if scale_only:
             arrays = [None, None, arrays[0]]
         arrays += [None] * (3 - len(arrays))
-        from_host = rows.checked and all(host for _array, host in pairs)
+        # checked at the call: host inputs, and everything a host-bound backend takes (it checks device data at once)
+        from_host = (rows.checked and all(host for _array, host in pairs)) or not view._device_rows
+        if now and not from_host and view._device.is_cpu:
+            rows = self._check_on_host(rows, arrays, [name for _value, name, _dtype in values], scale_only)
+            from_host = True
         return PendingWrite(rows, arrays[0], arrays[1], arrays[2], from_host)
 
-    def _rows_key(self, rows: Rows, indices: Any, mask: Any) -> tuple | None:
+    def _check_on_host(self, rows: Rows, arrays: list, names: list[str], scale_only: bool) -> Rows:
+        """CPU: check a write's device indices and data on the host (the checks the kernels would make, with the same
+        messages as host inputs); return the rows marked checked."""
+        view = cast("BaseFrameView", self)
+        if not rows.checked:
+            source = rows.source if rows.source is not None else rows.indices
+            view._check_host_indices(view._indices_to_numpy(source).astype(np.int64), write=True)
+            rows = dataclasses.replace(rows, checked=True)
+        read = np.flatnonzero(to_numpy(rows.mask)) if rows.kind == MASK else None
+        if scale_only:
+            names = [names[0], names[0], names[0]]
+        for array, name, quat in zip(arrays, names, (False, True, False), strict=False):
+            if array is not None:
+                check_host_rows(to_numpy(array).reshape(array.shape[0], -1), read, name, quat and not scale_only)
+        return rows
+
+    def _write_rows_key(self, rows: Rows, indices: Any, mask: Any) -> tuple | None:
         """The rows of a validated write as host data, or ``None`` when that would cost a host round trip."""
         view = cast("BaseFrameView", self)
         if rows.kind == ALL:

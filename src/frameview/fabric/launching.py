@@ -25,8 +25,8 @@ PUBLISHES = "publishes"
 
 
 def address(array: wp.array | None) -> tuple | None:
-    """What a captured launch depends on in a caller's array: its address and shape."""
-    return None if array is None else (array.ptr, array.shape)
+    """What a captured launch depends on in a caller's array: its address, shape and strides."""
+    return None if array is None else (array.ptr, array.shape, array.strides)
 
 
 class LaunchingMixin:

@@ -4,11 +4,13 @@ quaternions, wider index dtypes narrowed to int32, and the scatter of host-bound
 
 from __future__ import annotations
 
+from typing import Any
+
 import warp as wp
 
 from .._rows import CODE_VALUE_NOT_FINITE, CODE_ZERO_QUATERNION, report
 
-__all__ = ["check_values", "narrow_indices", "narrow_indices_u32", "scatter_quat", "scatter_vec3"]
+__all__ = ["INDEX_DTYPES", "check_values", "narrow_indices", "narrow_kernel", "scatter_quat", "scatter_vec3"]
 
 
 @wp.kernel(enable_backward=False)
@@ -35,14 +37,15 @@ def check_values(
 @wp.kernel(enable_backward=False)
 def narrow_indices(
     # inputs
-    indices: wp.array(dtype=wp.int64),
+    indices: wp.array(dtype=Any),
     count: int,
     # outputs
     out: wp.array(dtype=wp.int32),
 ):
-    """int64 / uint32 view indices -> int32, out-of-range values -> -1 (the kernels reading them report it)."""
+    """Integer view indices of any Warp integer dtype (strided or not) -> contiguous int32; out-of-range values
+    -> -1 (the kernels reading them report it)."""
     k = wp.tid()
-    v = indices[k]
+    v = wp.int64(indices[k])
     if v < wp.int64(0) or v >= wp.int64(count):
         out[k] = -1
     else:
@@ -50,20 +53,32 @@ def narrow_indices(
 
 
 @wp.kernel(enable_backward=False)
-def narrow_indices_u32(
+def narrow_indices_u64(
     # inputs
-    indices: wp.array(dtype=wp.uint32),
+    indices: wp.array(dtype=wp.uint64),
     count: int,
     # outputs
     out: wp.array(dtype=wp.int32),
 ):
-    """uint32 view indices -> int32, out-of-range values -> -1."""
+    """uint64 view indices -> int32, out-of-range values -> -1 (compared unsigned: no value wraps into range)."""
     k = wp.tid()
     v = indices[k]
-    if v >= wp.uint32(count):
+    if v >= wp.uint64(count):
         out[k] = -1
     else:
         out[k] = wp.int32(v)
+
+
+INDEX_DTYPES = (wp.int8, wp.uint8, wp.int16, wp.uint16, wp.int32, wp.uint32, wp.int64, wp.uint64)
+"""The Warp dtypes accepted as view indices."""
+
+for _dtype in INDEX_DTYPES[:-1]:  # one overload per dtype, compiled with the module (uint64: narrow_indices_u64)
+    wp.overload(narrow_indices, {"indices": wp.array(dtype=_dtype)})
+
+
+def narrow_kernel(dtype: type) -> wp.Kernel:
+    """The narrowing kernel for view indices of Warp dtype ``dtype`` (one of :data:`INDEX_DTYPES`)."""
+    return narrow_indices_u64 if dtype == wp.uint64 else narrow_indices
 
 
 @wp.kernel(enable_backward=False)

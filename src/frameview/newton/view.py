@@ -231,7 +231,7 @@ class NewtonFrameView(BaseFrameView):
         mask = rows.mask if rows.kind == MASK else self._no_mask
         return [self._view_node, self.count, int(rows.kind), indices, mask]
 
-    def _rows_key(self, rows: Rows) -> tuple:
+    def _launch_rows_key(self, rows: Rows) -> tuple:
         """What a call's launches read of its rows, by address (see :class:`LaunchCache`): the view's own arrays
         (``view_node``, the empty placeholders, the status word) never change; the store's are replaced together, all
         at once, when a later view grows it beyond its capacity (``store.local`` names them: the replaced arrays are
@@ -248,7 +248,7 @@ class NewtonFrameView(BaseFrameView):
         body_q = self._body_q() if world else self._no_bodies
         offset_key = self._offset_key(offset)
         name = ("poses", world, rows.kind, rows.checked, offset_key is None)
-        key = (*self._rows_key(rows), body_q.ptr, pos_out.ptr, quat_out.ptr, offset_key)
+        key = (*self._launch_rows_key(rows), body_q.ptr, pos_out.ptr, quat_out.ptr, offset_key)
         store = self._store
         self._launches.run(name, key, lambda: [(read_poses, rows.count, [
             store.local, store.chain, store.anchor, store.body, store.offset, store.sheared, body_q,
@@ -259,7 +259,7 @@ class NewtonFrameView(BaseFrameView):
     def _read_scales(self, world: bool, rows: Rows, scale_out: wp.array) -> None:
         body_q = self._body_q() if world else self._no_bodies
         name = ("scales", world, rows.kind, rows.checked)
-        key = (*self._rows_key(rows), body_q.ptr, scale_out.ptr)
+        key = (*self._launch_rows_key(rows), body_q.ptr, scale_out.ptr)
         store = self._store
         self._launches.run(name, key, lambda: [(read_scales, rows.count, [
             store.local, store.chain, store.anchor, store.body, body_q, *self._rows_params(rows), int(world),
@@ -302,7 +302,7 @@ class NewtonFrameView(BaseFrameView):
         body_q = self._body_q() if in_world else self._no_bodies
         name = ("write", in_world, rows.kind, pos is None, quat is None, scale is None)
         key = (
-            *self._rows_key(rows),
+            *self._launch_rows_key(rows),
             store.count,
             body_q.ptr,
             address(pos),
