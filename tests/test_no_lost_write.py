@@ -281,14 +281,25 @@ def test_every_index_kind_reused_across_calls_and_keywords(scene: Scene) -> None
         np.testing.assert_allclose(cams.get_local_scales(indices=ids).numpy(), cams.get_local_scales(ROWS).numpy())
         pos, _ = cameras.read(ids, convention="opengl")
         np.testing.assert_allclose(pos.numpy(), t, atol=ATOL, err_msg=name)
-        vis = cams.get_visibility(indices=ids)
-        assert np.asarray(vis.numpy() if isinstance(vis, wp.array) else vis).tolist() == [True] * len(ROWS), name
+        _, lq = cams.get_local_poses(indices=ids)
+        _, q_local, _ = decompose_all(scene.model.locals(_paths(cams, ROWS)))
+        assert_quats_close(lq.numpy(), q_local, atol=1e-4)
+        for visible in (False, True) if cams.backend != "newton" else ():  # Newton reads visibility only
+            cams.set_visibility(visible, indices=ids)
+            assert cams.get_visibility(indices=ids).numpy().tolist() == [visible] * len(ROWS), name
+            assert int(cams.get_visibility().numpy().sum()) == NUM_ENVS - (0 if visible else len(ROWS)), name
+        scales = rng.uniform(0.5, 2.0, (len(ROWS), 1)).repeat(3, axis=1)  # uniform: the cameras stay shear-free
+        cams.set_local_scales(scales, indices=ids)
+        scene.model.set_local_scales(_paths(cams, ROWS), scales)
+        np.testing.assert_allclose(cams.get_local_scales(indices=ids).numpy(), scales, rtol=1e-5, err_msg=name)
         new = rng.uniform(-2, 2, (len(ROWS), 3))
         robots.set_world_poses(new, indices=ids)
         scene.model.set_world(_paths(robots, ROWS), new)
         with cams.xform_local_space_writer() as w:
             w.set_poses(new * 0.1, indices=ids)
         scene.model.set_local(_paths(cams, ROWS), new * 0.1)
+        cams.set_local_poses(new * 0.2, indices=ids)
+        scene.model.set_local(_paths(cams, ROWS), new * 0.2)
         scene.check_all()
         if name.startswith(("list", "tuple")) or (name.startswith("numpy") and "uint8" in name):
             continue
