@@ -13,7 +13,13 @@ ending in ``wp.synchronize_device`` (so it includes the GPU work), after warm-up
 - ``reset_write`` / ``reset_write_mask``: ``robots.set_world_poses`` of those envs (device data, cameras follow);
 - ``set_world_poses_parents``: every robot (cameras follow); ``set_world_poses_leaf``: every camera (no children);
 - ``reset``: ``reset_write`` then ``reset_read`` (one reset, end to end);
-- ``reset_graph`` (CUDA): the masked write + read captured once in a CUDA graph, replayed with fresh data.
+- ``reset_graph`` (CUDA): the masked write + read captured once in a CUDA graph, replayed with fresh data;
+- the inputs users pass, beside those Warp-native rows: ``reset_write_f32_2d`` (float32 (M, 3) / (M, 4) Warp
+  arrays), ``reset_write_numpy`` (NumPy data and int64 ids), ``writer_scope`` (the write through
+  ``xform_world_space_writer``) and, with torch: ``reset_write_torch_ids`` (Warp data, torch int64 ids),
+  ``reset_write_torch`` (torch data and int64 ids), ``reset_write_torch_slices`` (``state[:, :3]``,
+  ``state[:, 3:7]`` of an (M, 13) tensor), ``reset_write_mask_torch`` (torch data, bool mask), ``reset_read_torch``,
+  ``reset_read_mask_torch``, ``get_world_poses_torch`` (outputs through ``fv.as_torch``), ``writer_scope_torch``.
 
 Before timing, one reset is checked against float64 truth (camera world = camera local @ new robot world).
 Results go to perf/out/ (git-ignored) unless ``--save-as NAME`` writes perf/results/reset_NAME.json.
@@ -81,11 +87,13 @@ def _check_reset(robots: Any, cams: Any, ids: np.ndarray, pos: np.ndarray, quat:
     err = 0.0
     for k in range(ids.size):
         x, y, z, w = quat[k].astype(np.float64)
-        rot = np.array([  # row-vector rotation: rows are the rotated axes
-            [1 - 2 * (y * y + z * z), 2 * (x * y + z * w), 2 * (x * z - y * w)],
-            [2 * (x * y - z * w), 1 - 2 * (x * x + z * z), 2 * (y * z + x * w)],
-            [2 * (x * z + y * w), 2 * (y * z - x * w), 1 - 2 * (x * x + y * y)],
-        ])
+        rot = np.array(
+            [  # row-vector rotation: rows are the rotated axes
+                [1 - 2 * (y * y + z * z), 2 * (x * y + z * w), 2 * (x * z - y * w)],
+                [2 * (x * y - z * w), 1 - 2 * (x * x + z * z), 2 * (y * z + x * w)],
+                [2 * (x * z + y * w), 2 * (y * z - x * w), 1 - 2 * (x * x + y * y)],
+            ]
+        )
         truth = cam_local_pos[k] @ (robot_scale[k][:, None] * rot) + pos[k]
         err = max(err, float(np.abs(truth - cam_pos[k]).max()))
     _ = cam_local_quat
@@ -131,6 +139,7 @@ def run_case(
         rows["set_world_poses_parents"] = _median_us(lambda: robots.set_world_poses(full_pos, full_quat), device, reps)
         rows["set_world_poses_leaf"] = _median_us(lambda: cams.set_world_poses(full_pos, full_quat), device, reps)
         rows["reset"] = _median_us(reset_once, device, reps)
+        rows.update(_input_rows(robots, cams, ids_host, pos_host, quat_host, mask_host, device, reps))
         if profile:
             import cProfile
             import pstats
@@ -152,6 +161,61 @@ def run_case(
         robots.close()
     return {"provider": provider, "device": device, "envs": envs, "filler": filler, "reset_envs": reset,
             "prims": scene.prim_count, "check_max_abs_error": max_err, "median_us": rows}  # fmt: skip
+
+
+def _input_rows(robots: Any, cams: Any, ids_host: np.ndarray, pos_host: np.ndarray, quat_host: np.ndarray,
+                mask_host: np.ndarray, device: str, reps: int) -> dict[str, float]:  # fmt: skip
+    """The reset's calls with the inputs users pass, beside the Warp-native rows: float32 (M, 3) / (M, 4) Warp
+    arrays, NumPy host data and ids, and (when torch is installed) torch data, int64 ids, bool masks, column slices
+    of an (M, 13) root-state tensor, outputs as torch tensors, a writer scope."""
+    rows: dict[str, float] = {}
+    n = mask_host.size
+    ids = wp.array(ids_host, dtype=wp.int32, device=device)
+    pos, quat = wp.array(pos_host, dtype=wp.vec3f, device=device), wp.array(quat_host, dtype=wp.quatf, device=device)
+    pos2d, quat2d = (wp.array(a, dtype=wp.float32, device=device) for a in (pos_host, quat_host))
+    ids64_host = ids_host.astype(np.int64)
+
+    def scope(p: Any, q: Any, i: Any) -> None:
+        with robots.xform_world_space_writer() as w:
+            w.set_poses(p, q, i)
+
+    rows["reset_write_f32_2d"] = _median_us(lambda: robots.set_world_poses(pos2d, quat2d, ids), device, reps)
+    rows["reset_write_numpy"] = _median_us(lambda: robots.set_world_poses(pos_host, quat_host, ids64_host), device,
+                                           reps)  # fmt: skip
+    rows["writer_scope"] = _median_us(lambda: scope(pos, quat, ids), device, reps)
+    try:
+        import torch
+    except ImportError:
+        return rows
+    tdev = "cpu" if device == "cpu" else str(wp.device_to_torch(device))
+    t_ids = torch.tensor(ids64_host, device=tdev)
+    t_pos, t_quat = torch.tensor(pos_host, device=tdev), torch.tensor(quat_host, device=tdev)
+    state = torch.zeros((ids_host.size, 13), device=tdev)
+    state[:, :3], state[:, 3:7] = t_pos, t_quat
+    t_mask = torch.tensor(mask_host, device=tdev)
+    rng = np.random.default_rng(9)
+    full_pos = torch.tensor(rng.uniform(-1, 1, (n, 3)).astype(np.float32), device=tdev)
+    full_quat = torch.nn.functional.normalize(torch.tensor(rng.normal(size=(n, 4)), device=tdev).float(), dim=1)
+
+    as_torch = getattr(fv, "as_torch", wp.to_torch)  # wp.to_torch: a library from before fv.as_torch
+
+    def read_as_torch() -> None:
+        p, q = cams.get_world_poses()
+        as_torch(p), as_torch(q)
+
+    rows["reset_write_torch_ids"] = _median_us(lambda: robots.set_world_poses(pos, quat, t_ids), device, reps)
+    rows["reset_write_torch"] = _median_us(lambda: robots.set_world_poses(t_pos, t_quat, t_ids), device, reps)
+    rows["reset_write_torch_slices"] = _median_us(
+        lambda: robots.set_world_poses(state[:, :3], state[:, 3:7], t_ids), device, reps
+    )
+    rows["reset_write_mask_torch"] = _median_us(
+        lambda: robots.set_world_poses(full_pos, full_quat, mask=t_mask), device, reps
+    )
+    rows["reset_read_torch"] = _median_us(lambda: cams.get_world_poses(t_ids), device, reps)
+    rows["reset_read_mask_torch"] = _median_us(lambda: cams.get_world_poses(mask=t_mask), device, reps)
+    rows["get_world_poses_torch"] = _median_us(read_as_torch, device, reps)
+    rows["writer_scope_torch"] = _median_us(lambda: scope(t_pos, t_quat, t_ids), device, reps)
+    return rows
 
 
 def _graph_replay_us(robots: Any, cams: Any, pos: wp.array, quat: wp.array, mask: wp.array, device: str,

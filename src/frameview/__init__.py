@@ -37,6 +37,7 @@ _LAZY_IMPORTS: dict[str, str] = {
     "GatheredPoses": ".distributed",
     "rank_device": ".distributed",
     "to_numpy": ".host",
+    "as_torch": "._interop",
 }
 
 __all__ = ["__version__", *sorted(_LAZY_IMPORTS)]
@@ -56,6 +57,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static analysers see the real names
+    from ._interop import as_torch
     from .base import BaseFrameView
     from .camera import CameraPoses, convert_camera_orientations
     from .config import FrameViewCfg, available_backends, make_frame_view, register_backend

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
+from ._interop import borrow_indices, borrow_mask, borrow_rows, rows_view, torch_on
+from ._launch import RecordedLaunch, block_dim_for
 from ._rows import CODE_ZERO_QUATERNION, INDEXED, MASK, DeviceErrors, Rows, is_torch_tensor, split_status
 from .host import CAPTURE_LOCK, to_numpy
 from .kernels.arguments import INDEX_DTYPES, check_values, narrow_kernel
@@ -48,6 +50,11 @@ class ArgumentsMixin:
     _errors: DeviceErrors
     _all_rows: Rows
     _last_rows: tuple[Any, bool, tuple, Rows] | None
+    _narrowed: wp.array | None = None
+    """The index buffer head the last narrowing launch wrote (Rows over it are not kept: its contents change)."""
+    _narrow_cmds: dict[Any, RecordedLaunch]
+    _casts: dict[Any, Any]
+    _staging: dict[str, tuple[wp.array, np.ndarray, wp.array]]
     _index_buffer: wp.array
     _index_stage: wp.array | None
     _index_host: np.ndarray
@@ -71,6 +78,7 @@ class ArgumentsMixin:
             return self._all_rows
         if indices is not None and mask is not None:
             raise TypeError("indices and mask: pass one of them, not both")
+        indices, mask = unwrap(indices), unwrap(mask)
         # The reset loop passes the same device array every call: reuse its Rows. The cache is keyed on everything
         # that gives them their meaning: the keyword, and the array's identity, address, shape, strides and dtype.
         value, is_mask = (indices, False) if mask is None else (mask, True)
@@ -79,13 +87,13 @@ class ArgumentsMixin:
             return last[3]
         if is_mask:
             rows = Rows(MASK, self.count, mask=self._mask_to_device(mask))
-            if isinstance(mask, wp.array) and rows.mask is mask:
+            if rows.mask is mask or (is_torch_tensor(mask) and rows.mask.ptr == mask.data_ptr()):  # not a copy
                 self._last_rows = (mask, True, _layout(mask), rows)
             return rows
         if self._device_rows:  # device indices (on the CPU too: checked by the kernels, raised by the call)
             device_rows = self._device_indices(indices)
             if device_rows is not None:
-                if device_rows.indices is indices:  # used as is (int32, contiguous, on the view's device)
+                if device_rows.indices is not self._narrowed:  # the caller's memory, used as is: keep its Rows
                     self._last_rows = (indices, False, _layout(indices), device_rows)
                 return device_rows
         host = self._indices_to_numpy(indices)
@@ -123,17 +131,15 @@ class ArgumentsMixin:
         return Rows(INDEXED, n, indices=out)
 
     def _device_indices(self, indices: IndicesLike) -> Rows | None:
-        """Indices already on the view's device, as int32 without a host round trip (None: take the host path)."""
+        """Indices already on the view's device (Warp arrays, torch tensors: zero-copy), as int32 without a host
+        round trip (None: take the host path). Contiguous int32 is used as is; other integer dtypes and strided
+        arrays are narrowed into the view's index buffer by one recorded launch."""
+        source = indices
         if is_torch_tensor(indices):
-            if str(indices.device) == "cpu" or indices.dtype not in _torch_index_dtypes():
+            indices = borrow_indices(indices)
+            if indices is None:  # not an integer tensor: the host path names what is wrong
                 return None
-            if wp.device_from_torch(indices.device) != self._device:
-                return None
-            source = indices
-            indices = wp.from_torch(indices.contiguous())
-        elif isinstance(indices, wp.array):
-            source = indices
-        else:
+        elif not isinstance(indices, wp.array):
             return None
         if indices.device != self._device or indices.dtype not in _WARP_INDEX_DTYPES:
             return None
@@ -148,20 +154,31 @@ class ArgumentsMixin:
             out = wp.empty(n, dtype=wp.int32, device=self._device)
         if n:  # other dtypes and strided arrays: one launch into contiguous int32
             kernel = narrow_kernel(indices.dtype)
-            wp.launch(kernel, dim=n, inputs=[indices, self.count], outputs=[out], device=self._device)
+            params = [indices, self.count, out]
+            cmds = self._narrow_cmds
+            cmd = cmds.get(indices.dtype)  # one overload per dtype
+            if cmd is None or self._errors.is_capturing():
+                if cmd is None and not self._errors.is_capturing():
+                    cmds[indices.dtype] = RecordedLaunch(kernel, n, params, self._device, block_dim_for(self._device))
+                wp.launch(kernel, dim=n, inputs=params, device=self._device)
+            else:
+                cmd.launch(n, params)
+        self._narrowed = out
         return Rows(INDEXED, n, indices=out, checked=False, source=source)
 
     def _mask_to_device(self, mask: MaskLike, count: int | None = None) -> wp.array:
         """A boolean (``count``,) mask (default: the view's count) as a ``wp.bool`` array on the view's device
         (zero-copy for device inputs)."""
         count = self.count if count is None else count
+        mask = unwrap(mask)
         if is_torch_tensor(mask):
             if mask.dtype != sys.modules["torch"].bool:
                 raise TypeError(f"mask: expected a boolean tensor, got dtype {mask.dtype}")
             if tuple(mask.shape) != (count,):
                 raise ValueError(f"mask: expected shape ({count},), got {tuple(mask.shape)}")
-            if str(mask.device) != "cpu" and wp.device_from_torch(mask.device) == self._device:
-                return wp.from_torch(mask.contiguous(), dtype=wp.bool)
+            borrowed = borrow_mask(mask)  # zero-copy, strided or not
+            if borrowed is not None and borrowed.device == self._device:
+                return borrowed
             mask = mask.detach().cpu().numpy()
         if isinstance(mask, wp.array):
             if mask.dtype != wp.bool:
@@ -306,18 +323,14 @@ class ArgumentsMixin:
         """
         if value is None:
             return None, True
-        if (  # fast path (the reset path): already the kernels' dtype, on the view's device, for a device backend
-            self._device_rows
-            and select is None
-            and isinstance(value, wp.array)
-            and value.dtype == dtype
-            and value.ndim == 1
-            and value.device == self._device
-            and value.is_contiguous
-        ):
-            if value.shape[0] != rows:
-                raise ValueError(f"{name}: expected {rows} rows, got {value.shape[0]}")
-            return (value if rows else None), False
+        value = unwrap(value)
+        if self._device_rows and select is None:  # the reset path: device data the kernels read in place
+            fast = self._device_data(value, dtype)
+            if fast is not None:
+                if fast.shape[0] != rows:
+                    width = _width(dtype)
+                    raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({fast.shape[0]}, {width})")
+                return (fast if rows else None), False
         width = _width(dtype)
         arr, from_host = self._to_float32_rows(value, name, width)
         if arr.shape[0] != rows:
@@ -335,7 +348,9 @@ class ArgumentsMixin:
             check_host_rows(host, read, name, check_norm)
         if select is not None:
             arr = wp.array(host[read], dtype=wp.float32, device=self._device)
-        elif str(arr.device) != str(self._device):  # host data for a CUDA view, or another device's
+        elif arr.device.is_cpu and self._device.is_cuda:  # host data for a CUDA view: one staged copy
+            arr = self._staged_rows(arr, name)
+        elif arr.device != self._device:  # another device's
             _wait_for_producer(arr)
             arr = wp.clone(arr, device=self._device)
         if not from_host and not self._device_rows and select is None:
@@ -344,6 +359,49 @@ class ArgumentsMixin:
                       device=self._device)  # fmt: skip
             self._errors.settle(self._value_error(name, arr), now=True)
         return arr.view(dtype), from_host
+
+    def _staged_rows(self, host: wp.array, name: str) -> wp.array:
+        """Host rows (a CPU float32 (M, width) array) copied to the view's CUDA device through buffers the view
+        reuses (per argument name): one host-to-device copy, no allocation. The staging buffer is pageable memory,
+        which the copy has consumed when ``wp.copy`` returns, so the next call may overwrite it."""
+        n, width = host.shape
+        bufs = self._staging.get(name)
+        if bufs is None or bufs[0].shape[0] < n or bufs[0].shape[1] != width:
+            self._outside_capture("its staging buffers")
+            cap = max(n, self.count)
+            stage = wp.empty((cap, width), dtype=wp.float32, device="cpu")
+            bufs = self._staging[name] = (stage, to_numpy(stage), wp.empty((cap, width), dtype=wp.float32,
+                                                                          device=self._device))  # fmt: skip
+        stage, stage_host, device = bufs
+        stage_host[:n] = to_numpy(host)
+        out = self._head(device, n)
+        wp.copy(out, self._head(stage, n))
+        return out
+
+    def _device_data(self, value: Any, dtype: Any) -> wp.array | None:
+        """``value`` as an (M,) ``dtype`` array the kernels read in place, when it lives on the view's device with
+        unit column stride (rows may be strided: column slices of a wider tensor): Warp ``dtype`` arrays, Warp
+        (M, width) float32 arrays and float32 torch tensors, zero-copy; other float torch tensors after one device
+        cast. ``None``: another kind, the general path converts it."""
+        if isinstance(value, wp.array):
+            if value.device != self._device:
+                return None
+            if value.dtype == dtype and value.ndim == 1:
+                return value
+            if value.dtype == wp.float32 and value.ndim == 2:
+                return rows_view(value, dtype)
+            return None
+        if not is_torch_tensor(value):
+            return None
+        width = _width(dtype)
+        if not torch_on(value, self._device):
+            return None
+        array = borrow_rows(value, dtype, width)
+        if array is None and value.is_floating_point() and value.dtype != sys.modules["torch"].float32:
+            cast = value.detach().to(dtype=sys.modules["torch"].float32)  # one device cast
+            array = borrow_rows(cast, dtype, width)
+            self._casts[dtype] = cast  # the borrowed array owns nothing: keep the cast alive past the call's launches
+        return array
 
     def _value_error(self, name: str, arr: wp.array) -> Callable[[int], Exception]:
         def make(value: int) -> Exception:
@@ -421,10 +479,24 @@ def _host_float32_rows(value: Any, name: str, expected: str) -> np.ndarray:
     return np.ascontiguousarray(host, dtype=np.float32)
 
 
+_PLAIN = (wp.array, np.ndarray, list, tuple, range, type(None))
+
+
+def unwrap(value: Any) -> Any:
+    """The Warp array inside an Isaac Lab ``ProxyArray``-like object (one with a ``warp`` attribute holding a
+    ``wp.array``), else ``value`` itself."""
+    if isinstance(value, _PLAIN) or is_torch_tensor(value):
+        return value
+    inner = getattr(value, "warp", None)
+    return inner if isinstance(inner, wp.array) else value
+
+
 def _layout(value: Any) -> tuple:
     """What decides the meaning of an index or mask array besides its identity: address, shape, strides, dtype."""
     if isinstance(value, wp.array):
         return (value.ptr, value.shape, value.strides, value.dtype)
+    if is_torch_tensor(value):
+        return (value.data_ptr(), value.shape, value.stride(), value.dtype, value.device)
     return ()
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from .arguments import unwrap
 from .base import BaseFrameView
 from .host import to_numpy
 
@@ -393,6 +394,7 @@ class CameraPoses:
             RuntimeError: The view is closed or stale (recreate it, then this object).
         """
         offset = self._offsets[_check_convention("convention", convention)]
+        env_ids, mask = unwrap(env_ids), unwrap(mask)
         if mask is not None and env_ids is not None:
             raise TypeError("env_ids and mask: pass one of them, not both")
         if self._env_rows is None:  # env i is view row i: gather and convert in the view's own read launch

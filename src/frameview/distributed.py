@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import warp as wp
 
+from ._interop import as_torch
 from ._launch import RecordedLaunch
 
 if TYPE_CHECKING:
@@ -40,11 +41,6 @@ __all__ = ["GatheredPoses", "all_gather_poses", "rank_device"]
 
 _WIDTH = 7
 """Floats per gathered row: ``px py pz qx qy qz qw``."""
-
-_TORCH_VIEWS: dict[tuple[int, tuple[int, ...], Any, str], Any] = {}
-"""Torch views of Warp arrays (``wp.to_torch``), by (address, shape, dtype, device): a view's output buffers are the
-same every call, and making the view costs more host time than the gather's pack. Each entry keeps its Warp array
-alive (the tensor holds it), so its address cannot be reused while cached."""
 
 _TORCH_STREAMS: dict[tuple[int, int], wp.Stream] = {}
 """Warp wrappers of torch's streams, by (CUDA ordinal, stream handle): made once, not per call."""
@@ -382,7 +378,7 @@ def _as_tensors(poses: Any) -> tuple[torch.Tensor, torch.Tensor, Any]:
     for value, name, width in ((poses[0], "positions", 3), (poses[1], "orientations", 4)):
         if isinstance(value, wp.array):
             warp_device = value.device
-            tensor = _torch_view(value)  # zero-copy: (M,) vec3f -> (M, 3), (M,) quatf -> (M, 4)
+            tensor = as_torch(value)  # zero-copy: (M,) vec3f -> (M, 3), (M,) quatf -> (M, 4)
         elif isinstance(value, np.ndarray):
             tensor = torch.from_numpy(value)
         elif isinstance(value, torch.Tensor):
@@ -402,11 +398,6 @@ def _as_tensors(poses: Any) -> tuple[torch.Tensor, torch.Tensor, Any]:
         raise ValueError(f"positions and orientations: expected the same number of rows, got {pos.shape[0]} and "
                          f"{quat.shape[0]}")  # fmt: skip
     return pos, quat, warp_device
-
-
-def _torch_view(array: wp.array) -> torch.Tensor:
-    """``wp.to_torch(array)``, remembered for the array's address, shape, dtype and device."""
-    return _remember(_TORCH_VIEWS, (array.ptr, array.shape, array.dtype, str(array.device)), lambda: wp.to_torch(array))
 
 
 def _comm_device(backend: str, device: torch.device) -> torch.device:

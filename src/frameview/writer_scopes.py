@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import warp as wp
 
+from ._launch import RecordedLaunch, block_dim_for
 from ._rows import ALL, INDEXED, MASK, Rows
+from .kernels.arguments import stash_write
 
 if TYPE_CHECKING:
     from .base import BaseFrameView
@@ -236,7 +238,7 @@ class XformSpaceWriter:
 
     def _combine(self, pending: PendingWrite, staged: PendingWrite, slot: int) -> None:
         """Fold ``staged`` (same rows) into ``pending``: the later value of each component wins."""
-        pos, quat, scale = self._owned_data(staged, slot)
+        _rows, pos, quat, scale = self._stash(staged, slot, rows=False)
         pending.pos = pos if pos is not None else pending.pos
         pending.quat = quat if quat is not None else pending.quat
         pending.scale = scale if scale is not None else pending.scale
@@ -244,29 +246,44 @@ class XformSpaceWriter:
     def _own(self, staged: PendingWrite, slot: int) -> PendingWrite:
         """``staged`` with its rows and data copied into the writer's buffers of held write ``slot`` (the caller's
         arrays and the view's index staging buffer may change before the flush)."""
-        rows = staged.rows
-        if rows.kind == INDEXED:
-            idx = self._buffer(slot, "indices", wp.int32, rows.count)
-            wp.copy(idx, rows.indices)
-            rows = Rows(INDEXED, rows.count, indices=idx, checked=rows.checked, source=idx)
-        elif rows.kind == MASK:
-            mask = self._buffer(slot, "mask", wp.bool, rows.count)
-            wp.copy(mask, rows.mask)
-            rows = Rows(MASK, rows.count, mask=mask, checked=rows.checked)
-        pos, quat, scale = self._owned_data(staged, slot)
+        rows, pos, quat, scale = self._stash(staged, slot, rows=True)
         return PendingWrite(rows, pos, quat, scale, staged.from_host, staged.key)
 
-    def _owned_data(self, staged: PendingWrite, slot: int) -> tuple[wp.array | None, ...]:
-        out: list[wp.array | None] = []
-        for name, dtype, arr in (("pos", wp.vec3f, staged.pos), ("quat", wp.quatf, staged.quat),
-                                 ("scale", wp.vec3f, staged.scale)):  # fmt: skip
+    def _stash(self, staged: PendingWrite, slot: int, rows: bool) -> tuple[Rows, Any, Any, Any]:
+        """Copy a write's rows (when ``rows``) and data into held write ``slot``'s buffers, in one recorded launch
+        (stream-ordered: work the caller queues later on its arrays does not reach the copy)."""
+        view = self._view
+        src = staged.rows
+        kind = src.kind if rows else ALL
+        n = src.count
+        stash = _Stash.of(view)
+        out_rows = src
+        idx_out, mask_out = stash.no_index, stash.no_mask
+        if kind == INDEXED:
+            idx_out = self._buffer(slot, "indices", wp.int32, n)
+            out_rows = Rows(INDEXED, n, indices=idx_out, checked=src.checked, source=idx_out)
+        elif kind == MASK:
+            mask_out = self._buffer(slot, "mask", wp.bool, n)
+            out_rows = Rows(MASK, n, mask=mask_out, checked=src.checked)
+        outs: list[Any] = []
+        params: list[Any] = [
+            int(kind),
+            src.indices if kind == INDEXED else stash.no_index,
+            src.mask if kind == MASK else stash.no_mask,
+        ]
+        for name, dtype, arr, none in (("pos", wp.vec3f, staged.pos, stash.no_vec3),
+                                       ("quat", wp.quatf, staged.quat, stash.no_quat),
+                                       ("scale", wp.vec3f, staged.scale, stash.no_vec3)):  # fmt: skip
             if arr is None:
-                out.append(None)
-                continue
-            buf = self._buffer(slot, name, dtype, arr.shape[0])
-            wp.copy(buf, arr)
-            out.append(buf)
-        return tuple(out)
+                params += [0, none]
+                outs.append(None)
+            else:
+                params += [1, arr]
+                outs.append(self._buffer(slot, name, dtype, n))
+        nones = (stash.no_vec3, stash.no_quat, stash.no_vec3)
+        params += [idx_out, mask_out, *(none if o is None else o for o, none in zip(outs, nones, strict=True))]
+        stash.launch(n, params)
+        return out_rows, outs[0], outs[1], outs[2]
 
     _KEPT_SLOTS = 4
     """Held writes whose buffers the view keeps between scopes; a scope holding more allocates the others."""
@@ -293,6 +310,38 @@ class XformSpaceWriter:
                 first = first or exc
         if first is not None:
             raise first
+
+
+class _Stash:
+    """A view's recorded launch of :func:`stash_write` and the empty arrays that stand for absent arguments."""
+
+    def __init__(self, view: BaseFrameView) -> None:
+        device = view._device
+        self.device = device
+        self.no_index = wp.empty(0, dtype=wp.int32, device=device)
+        self.no_mask = wp.empty(0, dtype=wp.bool, device=device)
+        self.no_vec3 = wp.empty(0, dtype=wp.vec3f, device=device)
+        self.no_quat = wp.empty(0, dtype=wp.quatf, device=device)
+        self._cmd: RecordedLaunch | None = None
+        self._capturing = view._errors.is_capturing
+
+    @classmethod
+    def of(cls, view: BaseFrameView) -> _Stash:
+        stash = view.__dict__.get("_scope_stash")
+        if stash is None:
+            view._outside_capture("a writer scope's buffers")
+            stash = view.__dict__["_scope_stash"] = cls(view)
+        return stash
+
+    def launch(self, dim: int, params: list) -> None:
+        if dim == 0:
+            return
+        if self._capturing():  # inside the caller's capture: a plain launch, captured there
+            wp.launch(stash_write, dim=dim, inputs=params, device=self.device)
+            return
+        if self._cmd is None:
+            self._cmd = RecordedLaunch(stash_write, dim, params, self.device, block_dim_for(self.device))
+        self._cmd.launch(dim, params)
 
 
 class XformWorldSpaceWriter(XformSpaceWriter):

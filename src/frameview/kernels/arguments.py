@@ -10,7 +10,15 @@ import warp as wp
 
 from .._rows import CODE_VALUE_NOT_FINITE, CODE_ZERO_QUATERNION, report
 
-__all__ = ["INDEX_DTYPES", "check_values", "narrow_indices", "narrow_kernel", "scatter_quat", "scatter_vec3"]
+__all__ = [
+    "INDEX_DTYPES",
+    "check_values",
+    "narrow_indices",
+    "narrow_kernel",
+    "scatter_quat",
+    "scatter_vec3",
+    "stash_write",
+]
 
 
 @wp.kernel(enable_backward=False)
@@ -105,3 +113,37 @@ def scatter_quat(
     """``dst_out[indices[k]] = src[k]``."""
     k = wp.tid()
     dst_out[indices[k]] = src[k]
+
+
+@wp.kernel(enable_backward=False)
+def stash_write(
+    # inputs
+    kind: int,
+    indices: wp.array(dtype=wp.int32),
+    mask: wp.array(dtype=wp.bool),
+    has_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    has_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    has_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+    # outputs
+    indices_out: wp.array(dtype=wp.int32),
+    mask_out: wp.array(dtype=wp.bool),
+    pos_out: wp.array(dtype=wp.vec3f),
+    quat_out: wp.array(dtype=wp.quatf),
+    scale_out: wp.array(dtype=wp.vec3f),
+):
+    """A writer scope's copy of one write (its rows and data) into the scope's own buffers, in one launch: row
+    ``k`` of the indices (``kind`` 1) or mask (``kind`` 2) and of each component present."""
+    k = wp.tid()
+    if kind == 1:
+        indices_out[k] = indices[k]
+    elif kind == 2:
+        mask_out[k] = mask[k]
+    if has_pos != 0:
+        pos_out[k] = pos[k]
+    if has_quat != 0:
+        quat_out[k] = quat[k]
+    if has_scale != 0:
+        scale_out[k] = scale[k]

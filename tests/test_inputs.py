@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The inputs users pass take the Warp-native path and give bit-identical poses.
+
+Each test writes (or reads) once with the Warp-native inputs (``wp.vec3f`` / ``wp.quatf`` data, int32 Warp
+indices, a ``wp.bool`` mask) on one stage and once with another input kind on an identical stage, and compares
+every pose of both stages bit for bit; the Warp-native result itself is checked against float64 truth by
+tests/test_no_lost_write.py. Backends: usd, fabric, newton; devices: CPU (CI) and CUDA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import warp as wp
+from backends import BACKENDS
+from conftest import HAS_CUDA
+from helpers import build_env_stage, random_quats
+
+import frameview as fv
+
+NUM_ENVS = 8
+ROBOTS = "/World/envs/env_.*/Robot"
+CAMERAS = "/World/envs/env_.*/Robot/Camera"
+ROWS = [6, 0, 3]
+MASK = np.array([i in ROWS for i in range(NUM_ENVS)])
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+
+
+@pytest.fixture(params=[pytest.param(name, id=name) for name in ("usd", "fabric", "newton")])
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+class ProxyArrayLike:
+    """What Isaac Lab 3's ``ProxyArray`` offers the views: the same memory as ``.warp`` and ``.torch``."""
+
+    def __init__(self, array: wp.array) -> None:
+        self.warp = array
+        self.torch = wp.to_torch(array)
+
+
+@pytest.fixture
+def pair(backend: str, device: str) -> Iterator[Callable[[], tuple[fv.BaseFrameView, fv.BaseFrameView]]]:
+    """``pair()``: (robots, cameras) views over a fresh copy of the same stage; closed at teardown."""
+    views: list[fv.BaseFrameView] = []
+    stages: list[Any] = []  # the embedded Fabric model lives as long as its pxr stage
+
+    def make() -> tuple[fv.BaseFrameView, fv.BaseFrameView]:
+        stage = build_env_stage(NUM_ENVS, seed=21, robot_scale="uniform", camera_rotation="random")
+        stages.append(stage)
+        views.extend([BACKENDS[backend](ROBOTS, stage, device), BACKENDS[backend](CAMERAS, stage, device)])
+        return views[-2], views[-1]
+
+    yield make
+    for view in views:
+        view.close()
+
+
+def _snapshot(robots: fv.BaseFrameView, cams: fv.BaseFrameView) -> list[np.ndarray]:
+    robots.check()
+    out = []
+    for view in (robots, cams):
+        for arrays in (view.get_world_poses(), view.get_local_poses()):
+            out.extend(a.numpy().copy() for a in arrays)
+    return out
+
+
+def _tdev(device: str) -> str:
+    return "cpu" if device == "cpu" else "cuda:0"
+
+
+def data_kinds(device: str) -> dict[str, Callable[[np.ndarray], Any]]:
+    tdev = _tdev(device)
+
+    def column_slice(a: np.ndarray) -> Any:
+        state = torch.zeros((a.shape[0], 13), dtype=torch.float32, device=tdev)
+        state[:, 3 : 3 + a.shape[1]] = torch.tensor(a, device=tdev)
+        return state[:, 3 : 3 + a.shape[1]]
+
+    def warp_strided(a: np.ndarray) -> wp.array:  # every other row of a (2M, w) float32 array
+        wide = np.zeros((2 * a.shape[0], a.shape[1]), np.float32)
+        wide[::2] = a
+        return wp.array(wide, dtype=wp.float32, device=device)[::2]
+
+    return {
+        "warp_f32_2d": lambda a: wp.array(a, dtype=wp.float32, device=device),
+        "warp_f32_2d_strided": warp_strided,
+        "numpy": lambda a: a.copy(),
+        "torch": lambda a: torch.tensor(a, device=tdev),
+        "torch_float64": lambda a: torch.tensor(a, dtype=torch.float64, device=tdev),
+        "torch_column_slice": column_slice,
+        "torch_host": lambda a: torch.tensor(a),
+        "proxy": lambda a: ProxyArrayLike(wp.array(a, dtype=wp.vec3f if a.shape[1] == 3 else wp.quatf, device=device)),
+    }
+
+
+def index_kinds(device: str) -> dict[str, Callable[[list[int]], Any]]:
+    tdev = _tdev(device)
+    return {
+        "torch_int64": lambda r: torch.tensor(r, device=tdev),
+        "torch_int32": lambda r: torch.tensor(r, dtype=torch.int32, device=tdev),
+        "torch_int64_strided": lambda r: torch.tensor(r, device=tdev).repeat_interleave(2)[::2],
+        "numpy_int64": lambda r: np.array(r),
+        "proxy": lambda r: ProxyArrayLike(wp.array(r, dtype=wp.int32, device=device)),
+    }
+
+
+def mask_kinds(device: str) -> dict[str, Callable[[np.ndarray], Any]]:
+    tdev = _tdev(device)
+    return {
+        "torch": lambda m: torch.tensor(m, device=tdev),
+        "torch_strided": lambda m: torch.tensor(np.repeat(m, 2), device=tdev)[::2],
+        "numpy": lambda m: m.copy(),
+        "proxy": lambda m: ProxyArrayLike(wp.array(m, dtype=wp.bool, device=device)),
+    }
+
+
+def _native(device: str, p: np.ndarray, q: np.ndarray) -> tuple[wp.array, wp.array]:
+    return wp.array(p, dtype=wp.vec3f, device=device), wp.array(q, dtype=wp.quatf, device=device)
+
+
+@pytest.mark.parametrize("kind", list(data_kinds("cpu")))
+def test_data_kinds_write_what_warp_writes(pair: Callable, device: str, kind: str) -> None:
+    """Indexed, masked and scope writes with each data kind leave both stages bit-identical to the Warp-native
+    writes, twice in a row (the same objects again)."""
+    rng = np.random.default_rng(2)
+    p, q = rng.uniform(-2, 2, (len(ROWS), 3)).astype(np.float32), random_quats(rng, len(ROWS)).astype(np.float32)
+    pm, qm = rng.uniform(-2, 2, (NUM_ENVS, 3)).astype(np.float32), random_quats(rng, NUM_ENVS).astype(np.float32)
+    make = data_kinds(device)[kind]
+    ids = wp.array(ROWS, dtype=wp.int32, device=device)
+    mask = wp.array(MASK, dtype=wp.bool, device=device)
+    results = []
+    for native in (True, False):
+        robots, cams = pair()
+        data = _native(device, p, q) if native else (make(p), make(q))
+        full = _native(device, pm, qm) if native else (make(pm), make(qm))
+        for _ in range(2):
+            robots.set_world_poses(*data, indices=ids)
+            robots.set_world_poses(*full, mask=mask)
+            with cams.xform_local_space_writer() as w:
+                w.set_poses(*data, indices=ids)
+        results.append(_snapshot(robots, cams))
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_array_equal(a, b, err_msg=kind)
+
+
+@pytest.mark.parametrize("kind", list(index_kinds("cpu")))
+def test_index_kinds_read_and_write_what_warp_does(pair: Callable, device: str, kind: str) -> None:
+    """Reads (poses, scales, CameraPoses) and writes with each index kind equal the Warp-native ones bit for bit."""
+    rng = np.random.default_rng(3)
+    p, q = _native(device, rng.uniform(-2, 2, (len(ROWS), 3)), random_quats(rng, len(ROWS)))
+    native_ids = wp.array(ROWS, dtype=wp.int32, device=device)
+    ids = index_kinds(device)[kind](ROWS)
+    results = []
+    for rows in (native_ids, ids):
+        robots, cams = pair()
+        robots.set_world_poses(p, q, indices=rows)
+        reads = [a.numpy().copy() for a in cams.get_world_poses(rows)]
+        reads.append(cams.get_world_scales(rows).numpy().copy())
+        reads.extend(a.numpy().copy() for a in fv.CameraPoses(cams).read(rows, "ros"))
+        results.append(reads + _snapshot(robots, cams))
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_array_equal(a, b, err_msg=kind)
+
+
+@pytest.mark.parametrize("kind", list(mask_kinds("cpu")))
+def test_mask_kinds_read_and_write_what_warp_does(pair: Callable, device: str, kind: str) -> None:
+    rng = np.random.default_rng(4)
+    p, q = _native(device, rng.uniform(-2, 2, (NUM_ENVS, 3)), random_quats(rng, NUM_ENVS))
+    native_mask = wp.array(MASK, dtype=wp.bool, device=device)
+    mask = mask_kinds(device)[kind](MASK)
+    results = []
+    for m in (native_mask, mask):
+        robots, cams = pair()
+        robots.set_world_poses(p, q, mask=m)
+        reads = [a.numpy()[ROWS].copy() for a in cams.get_world_poses(mask=m)]
+        reads.extend(a.numpy()[ROWS].copy() for a in fv.CameraPoses(cams).read(mask=m, convention="ros"))
+        results.append(reads + _snapshot(robots, cams))
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_array_equal(a, b, err_msg=kind)
+
+
+def test_as_torch_is_a_remembered_zero_copy_view(pair: Callable, device: str) -> None:
+    """``fv.as_torch`` of a getter's output shares its memory, is the same tensor on the next call, and shows the
+    next call's values (outputs are reused buffers)."""
+    robots, cams = pair()
+    pos, quat = cams.get_world_poses()
+    pos_t, quat_t = fv.as_torch(pos), fv.as_torch(quat)
+    assert tuple(pos_t.shape) == (NUM_ENVS, 3) and tuple(quat_t.shape) == (NUM_ENVS, 4)
+    np.testing.assert_array_equal(pos_t.cpu().numpy(), pos.numpy())
+    np.testing.assert_array_equal(quat_t.cpu().numpy(), quat.numpy())
+    robots.set_world_poses(np.zeros((NUM_ENVS, 3), np.float32))
+    pos2, _ = cams.get_world_poses()
+    assert fv.as_torch(pos2) is pos_t
+    np.testing.assert_array_equal(pos_t.cpu().numpy(), pos2.numpy())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_reset_with_torch_tensors_captured_in_a_torch_graph(backend: str) -> None:
+    """A reset written with torch tensors (data, int64 ids) and read, captured with ``torch.cuda.graph`` on torch's
+    stream, replayed with fresh tensor contents: the same poses as the same calls made directly."""
+    if backend == "usd":
+        pytest.skip("the usd backend works on the host: nothing to capture")
+    stage_graph = build_env_stage(NUM_ENVS, seed=5, robot_scale="uniform")
+    stage_direct = build_env_stage(NUM_ENVS, seed=5, robot_scale="uniform")
+    rng = np.random.default_rng(6)
+    views = [BACKENDS[backend](path, stage, "cuda:0") for stage in (stage_graph, stage_direct)
+             for path in (ROBOTS, CAMERAS)]  # fmt: skip
+    robots_g, cams_g, robots_d, cams_d = views
+    try:
+        ids = torch.tensor(ROWS, device="cuda:0")
+        pos = torch.zeros((len(ROWS), 3), device="cuda:0")
+        quat = torch.zeros((len(ROWS), 4), device="cuda:0")
+        quat[:, 3] = 1.0
+        out = torch.zeros((len(ROWS), 3), device="cuda:0")
+
+        def reset(robots: fv.BaseFrameView, cams: fv.BaseFrameView) -> None:
+            robots.set_world_poses(pos, quat, indices=ids)
+            out.copy_(fv.as_torch(cams.get_world_poses(ids)[0]))
+
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream), wp.ScopedStream(wp.stream_from_torch(stream)):
+            reset(robots_g, cams_g)  # warm-up outside the capture: buffers, recorded launches
+            stream.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream):
+                reset(robots_g, cams_g)
+        for _ in range(3):
+            pos.copy_(torch.tensor(rng.uniform(-2, 2, (len(ROWS), 3)), device="cuda:0"))
+            quat.copy_(torch.tensor(random_quats(rng, len(ROWS)), device="cuda:0"))
+            graph.replay()
+            torch.cuda.synchronize()
+            robots_g.check()
+            replayed = out.cpu().numpy().copy()
+            reset(robots_d, cams_d)
+            torch.cuda.synchronize()
+            np.testing.assert_array_equal(replayed, out.cpu().numpy())
+            np.testing.assert_array_equal(_snapshot(robots_g, cams_g)[0], _snapshot(robots_d, cams_d)[0])
+    finally:
+        for view in views:
+            view.close()
