@@ -46,7 +46,8 @@ def _stage_and_install():
     fv_isaaclab.install()
     yield
     fv_isaaclab.uninstall()
-    sim_utils.clear_stage()
+    if sim_utils.get_current_stage() is not None:  # a simulation context's exit may have released it
+        sim_utils.clear_stage()
     sim_utils.SimulationContext.clear_instance()
 
 
@@ -154,3 +155,54 @@ def test_legacy_scales_are_world_and_visibility_is_torch() -> None:
         assert view.get_visibility().tolist() == [False, True]
     finally:
         view.close()
+
+
+def test_newton_view_is_built_when_physics_is_ready() -> None:
+    """Under Isaac Lab's Newton physics (opt-in) the view waits for sim.reset(), then reads the mount on env_0's
+    body: the body's pose in Newton's state plus the mount's offset (the body is not rotated)."""
+    newton_cfg = pytest.importorskip("isaaclab_newton.physics")
+    from isaaclab.assets import RigidObjectCfg
+    from isaaclab.scene import InteractiveScene, InteractiveSceneCfg
+    from isaaclab.sim import SimulationCfg, build_simulation_context
+    from isaaclab.utils import configclass
+    from isaaclab_newton.physics.newton_manager import NewtonManager
+
+    @configclass
+    class _SceneCfg(InteractiveSceneCfg):
+        cube: RigidObjectCfg = RigidObjectCfg(
+            prim_path="{ENV_REGEX_NS}/Cube",
+            spawn=sim_utils.CuboidCfg(
+                size=(0.2, 0.2, 0.2),
+                rigid_props=sim_utils.UsdPhysicsRigidBodyCfg(),
+                mass_props=sim_utils.MassCfg(mass=1.0),
+                collision_props=sim_utils.UsdPhysicsCollisionCfg(),
+            ),
+            init_state=RigidObjectCfg.InitialStateCfg(pos=(0.0, 0.0, 1.0)),
+        )
+
+    fv_isaaclab.uninstall()
+    fv_isaaclab.install({"physx": "fabric", "newton": "newton"})
+    cfg = SimulationCfg(physics=newton_cfg.NewtonCfg(solver_cfg=newton_cfg.MJWarpSolverCfg()))
+    cfg.device = "cpu"
+    with build_simulation_context(device="cpu", sim_cfg=cfg, add_ground_plane=False) as sim:  # ground: a download
+        sim._app_control_on_stop_handle = None
+        InteractiveScene(_SceneCfg(num_envs=2, env_spacing=2.0))
+        sim_utils.create_prim("/World/envs/env_0/Cube/CameraMount", translation=CHILD_OFFSET)
+        view = FrameView("/World/envs/env_[^/]+/Cube/CameraMount", device="cpu")
+        try:
+            assert isinstance(view, fv_isaaclab.IsaacLabFrameView) and view.count == 0
+            with pytest.raises(RuntimeError, match="physics is ready"):
+                view.get_world_poses()
+            sim.reset()
+            assert isinstance(view.frameview, fv.NewtonFrameView)
+            assert view.prim_paths[0] == "/World/envs/env_0/Cube/CameraMount"
+            body = list(NewtonManager.get_model().body_label).index("/World/envs/env_0/Cube")
+            body_q = wp.to_torch(NewtonManager.get_state_0().body_q)[body].numpy()
+            np.testing.assert_allclose(body_q[3:], [0.0, 0.0, 0.0, 1.0], atol=1e-6)  # xyzw identity
+            pos, quat = view.get_world_poses()
+            np.testing.assert_allclose(pos.torch.numpy()[0], body_q[:3] + np.array(CHILD_OFFSET), atol=1e-5)
+            np.testing.assert_allclose(quat.torch.numpy()[0], [0.0, 0.0, 0.0, 1.0], atol=1e-6)
+            with pytest.raises(NotImplementedError, match="collision-shape sizes"):
+                view.get_scales()
+        finally:
+            view.close()

@@ -172,16 +172,19 @@ def _truth(stage: Usd.Stage, paths: list[str]) -> np.ndarray:
 
 
 def test_install_fills_the_registry_and_uninstall_restores_it(fake_isaaclab: Any) -> None:
-    """install() puts adapters under 'physx' and 'newton'; uninstall() puts the stock class back and drops 'newton'."""
+    """install() puts an adapter under 'physx' (and 'newton' when asked); uninstall() restores the registry."""
     assert not fv_isaaclab.installed()
     fv_isaaclab.install()
     assert fv_isaaclab.installed()
     assert issubclass(fake_isaaclab._registry["physx"], fv_isaaclab.IsaacLabFrameView)
     assert issubclass(fake_isaaclab._registry["physx"], _BaseFrameView)
-    assert fake_isaaclab._registry["newton"].frameview_backend == "newton"
+    assert "newton" not in fake_isaaclab._registry  # opt-in
     fv_isaaclab.install()  # the same again: nothing changes
     with pytest.raises(ValueError, match="uninstall"):
         fv_isaaclab.install({"physx": "usd"})
+    fv_isaaclab.uninstall()
+    fv_isaaclab.install({"physx": "fabric", "newton": "newton"})
+    assert fake_isaaclab._registry["newton"].frameview_backend == "newton"
     fv_isaaclab.uninstall()
     assert fake_isaaclab._registry == {"physx": _StockView}
     fv_isaaclab.uninstall()  # idempotent
@@ -248,7 +251,7 @@ def test_a_failed_scope_entry_unlocks_the_view(fake_isaaclab: Any) -> None:
 
 def test_newton_view_waits_for_physics(fake_isaaclab: Any) -> None:
     """Under Newton before the model exists: count 0, reads raise naming the wait, close() drops the callback."""
-    fv_isaaclab.install()
+    fv_isaaclab.install({"physx": "fabric", "newton": "newton"})
     fake_isaaclab.backend = "newton"
     view = fake_isaaclab("/World/Parent_.*/Child", device="cpu")
     assert len(_NewtonManager.callbacks) == 1 and _NewtonManager.callbacks[0].event == "ready"

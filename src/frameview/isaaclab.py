@@ -24,7 +24,7 @@ What the adapter (:class:`IsaacLabFrameView`, a subclass of Isaac Lab's ``BaseFr
 - ``get_scales`` / ``set_scales`` keep Isaac Lab's space for the backend: world under PhysX (its Fabric view), local
   for a ``"usd"`` mapping. Under Newton, Isaac Lab's ``get_scales`` / ``set_scales`` are collision-shape sizes, which
   frameview does not touch: they raise ``NotImplementedError`` (use ``get_world_scales`` / a writer scope);
-- under Newton the view is built from Isaac Lab's ``NewtonManager`` (its model, and ``get_state_0`` on every read),
+- under Newton (opt-in, see :data:`DEFAULT_BACKENDS`) the view is built from Isaac Lab's ``NewtonManager`` (its model, and ``get_state_0`` on every read),
   and, when the model does not exist yet, once physics is ready (Isaac Lab's ``PHYSICS_READY`` event); until then
   ``count`` is 0 and every other call raises ``RuntimeError``.
 
@@ -41,8 +41,13 @@ import warp as wp
 
 __all__ = ["DEFAULT_BACKENDS", "IsaacLabFrameView", "install", "installed", "uninstall"]
 
-DEFAULT_BACKENDS: Mapping[str, str] = {"physx": "fabric", "newton": "newton"}
-"""Isaac Lab physics backend (a key of ``FrameView._registry``) -> frameview backend that serves it."""
+DEFAULT_BACKENDS: Mapping[str, str] = {"physx": "fabric"}
+"""Isaac Lab physics backend (a key of ``FrameView._registry``) -> frameview backend that serves it by default.
+
+``"newton": "newton"`` is opt-in (``install({"physx": "fabric", "newton": "newton"})``): frameview's Newton view finds
+the prims that exist in USD, and Isaac Lab's Newton cloner replicates env_0's non-physics prims (camera mounts,
+sites) into the other envs in physics only, so on a cloned scene it finds env_0's prims alone where Isaac Lab's
+``NewtonSiteFrameView`` finds one per env."""
 
 _LEGACY_SCALES = {"fabric": "world", "usd": "local", "newton": None}
 """Space of Isaac Lab's ``get_scales`` / ``set_scales`` for the views a frameview backend replaces (``None``: Isaac
