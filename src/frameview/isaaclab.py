@@ -24,9 +24,9 @@ What the adapter (:class:`IsaacLabFrameView`, a subclass of Isaac Lab's ``BaseFr
 - ``get_scales`` / ``set_scales`` keep Isaac Lab's space for the backend: world under PhysX (its Fabric view), local
   for a ``"usd"`` mapping. Under Newton, Isaac Lab's ``get_scales`` / ``set_scales`` are collision-shape sizes, which
   frameview does not touch: they raise ``NotImplementedError`` (use ``get_world_scales`` / a writer scope);
-- under Newton (opt-in, see :data:`DEFAULT_BACKENDS`) the view is built from Isaac Lab's ``NewtonManager`` (its model, and ``get_state_0`` on every read),
-  and, when the model does not exist yet, once physics is ready (Isaac Lab's ``PHYSICS_READY`` event); until then
-  ``count`` is 0 and every other call raises ``RuntimeError``.
+- under Newton (opt-in, see :data:`DEFAULT_BACKENDS`) the view is built from Isaac Lab's ``NewtonManager`` (its
+  model, and ``get_state_0`` on every read), and, when the model does not exist yet, once physics is ready (Isaac
+  Lab's ``PHYSICS_READY`` event); until then ``count`` is 0 and every other call raises ``RuntimeError``.
 
 ``validate_xform_ops`` is accepted and ignored: frameview reads the composed transforms and authors no xformOps.
 """
@@ -96,8 +96,7 @@ def install(backends: Mapping[str, str] | None = None) -> None:
     factory = _factory()
     classes = {key: _view_class(backend) for key, backend in wanted.items()}
     if _saved is not None:
-        current = {key: factory._registry.get(key) for key in _saved}
-        if current == {key: classes.get(key) for key in _saved} and set(_saved) == set(classes):
+        if set(_saved) == set(classes) and all(factory._registry.get(k) is c for k, c in classes.items()):
             return  # installed already, the same way
         raise ValueError("frameview.isaaclab is installed with other backends; call uninstall() first")
     _saved = {key: factory._registry.get(key, _ABSENT) for key in classes}
