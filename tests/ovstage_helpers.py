@@ -59,6 +59,13 @@ def ovstage_for(stage: Any) -> Any:
     return ovs
 
 
+def _data(g: Any) -> np.ndarray:
+    """A raw read group's column, one row per data row: ovstage 0.2 reports a matrix as 16 float64 lanes, which
+    ``g.array(0)`` flattens (ovstage 0.3: a (rows, 4, 4) tensor)."""
+    lanes = int(g.tensor(0).dtype.lanes)
+    return g.array(0).reshape(-1, 4, 4) if lanes == 16 else g.array(0)
+
+
 def _latest() -> Any:
     return OrdinalRange.latest((1 << 64) - 1)
 
@@ -74,7 +81,7 @@ def read_rows(ovs: Any, paths: Sequence[str], attr: str) -> dict[str, np.ndarray
             for g in read.groups():
                 with g:
                     listed = pd.get_path_strings(g.prim_list)
-                    data = g.array(0)
+                    data = _data(g)
                     for i in range(g.prim_count):
                         out[listed[g.prim_index(i)]] = np.array(data[g.data_row_index(i)])
     return out
@@ -89,7 +96,8 @@ def read_matrices(ovs: Any, paths: Sequence[str], attr: str = WORLD_MATRIX) -> n
 def count_with(ovs: Any, attr: str) -> int:
     """How many prims of the stage carry ``attr`` (a HAS query)."""
     with ovs.query(Filter([Predicate(attr, FilterOp.HAS)])) as query:
-        return int(query.wait().result().total_prim_count)
+        query.wait()  # ovstage 0.2: wait() returns None (0.3: the query)
+        return int(query.result().total_prim_count)
 
 
 def has_groups(ovs: Any, attrs: Sequence[str]) -> list[tuple[str, list[str], np.ndarray]]:
@@ -103,7 +111,7 @@ def has_groups(ovs: Any, attrs: Sequence[str]) -> list[tuple[str, list[str], np.
             for g in read.groups():
                 with g:
                     listed = pd.get_path_strings(g.prim_list)
-                    data = g.array(0)
+                    data = _data(g)
                     paths = [listed[g.prim_index(i)] for i in range(g.prim_count)]
                     values = np.array([data[g.data_row_index(i)] for i in range(g.prim_count)])
                     out.append((pd.token_to_string(g.attribute), paths, values))

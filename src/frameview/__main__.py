@@ -33,7 +33,13 @@ _PROVIDERS = {
 # backend -> the module it needs to load (None: nothing beyond the package's dependencies)
 _BACKEND_NEEDS = {"usd": "pxr", "fabric": None}
 
-_PACKAGES = ("warp-lang", "numpy", "usd-core", "ovstage", "torch")
+_PACKAGES = ("warp-lang", "numpy", "usd-core", "usd-exchange", "ovstage", "newton", "torch", "isaaclab")
+
+# distributions that install a pxr package, and what they are
+_PXR_DISTRIBUTIONS = {
+    "usd-core": "Pixar's USD wheel (frameview[usd])",
+    "usd-exchange": "OpenUSD Exchange's pxr (Isaac Lab 3's)",
+}
 
 
 def _version(dist: str) -> str | None:
@@ -52,6 +58,53 @@ def _try_import(module: str) -> str | None:
     return None
 
 
+def pxr_provider() -> tuple[str, str | None]:
+    """Which installation provides ``pxr`` here, and what is wrong with it (``None`` when nothing is).
+
+    Returns:
+        ``(provider, problem)``: ``provider`` names the distribution(s) that install ``pxr`` (``usd-core``,
+        ``usd-exchange``), or Kit / Isaac Sim when ``pxr`` comes from their extensions, with the USD version;
+        ``problem`` says why this is not one working pxr (none importable, or two distributions installing one).
+    """
+    owners = sorted(metadata.packages_distributions().get("pxr", []))
+    named = ", ".join(f"{d} {_version(d) or '?'}" for d in owners)
+    why = _try_import("pxr.Usd")
+    if len(owners) > 1:
+        problem = (
+            f"{len(owners)} distributions install pxr ({named}) into one folder: the last one installed overwrote the "
+            f"other's files, and uninstalling either leaves pxr broken. Keep one: pip uninstall {' '.join(owners)}, "
+            f"then reinstall the one you want with pip install --force-reinstall --no-deps (inside Isaac Lab: "
+            f"usd-exchange)"
+        )
+        return named, problem
+    if why is not None:
+        return (named or "none"), f"pxr does not import ({why}); {_PROVIDERS['memory'][2]}"
+    from pxr import Usd
+
+    usd = ".".join(map(str, Usd.GetVersion()))
+    if owners:
+        return f"{named}: {_PXR_DISTRIBUTIONS.get(owners[0], 'a wheel')}, USD {usd}", None
+    import pxr
+
+    where = getattr(pxr, "__file__", None) or next(iter(getattr(pxr, "__path__", [])), "?")
+    kit = any(m in sys.modules for m in ("carb", "omni.kit.app", "isaacsim")) or "kit" in str(where).lower()
+    return (f"Kit / Isaac Sim, USD {usd} ({where})" if kit else f"not a pip distribution, USD {usd} ({where})"), None
+
+
+def _ovstage_problem() -> str | None:
+    """Why the ovstage provider refuses the installed ovstage (``None``: supported, or not installed)."""
+    from .fabric.providers import ovstage_version_problem
+
+    version = _version("ovstage")
+    if version is None:
+        return None
+    try:
+        parts = tuple(int(p) for p in version.split(".")[:3])
+    except ValueError:
+        return ovstage_version_problem(None)
+    return ovstage_version_problem(parts)
+
+
 def report() -> str:
     """The text ``python -m frameview`` prints."""
     lines = [f"frameview {__version__} ({Path(__file__).resolve().parent})"]
@@ -66,6 +119,13 @@ def report() -> str:
         why = _try_import(module)
         if why is not None:
             cannot[module] = why
+    if "ovstage" not in cannot and (too_old := _ovstage_problem()) is not None:
+        cannot["ovstage"] = too_old
+
+    provider, problem = pxr_provider()
+    lines += ["", f"pxr: {provider}"]
+    if problem is not None:
+        lines.append(f"  problem: {problem}")
 
     lines += ["", "backends (FrameViewCfg.backend):"]
     for name in available_backends():
@@ -83,7 +143,8 @@ def report() -> str:
             lines.append(f"  {name:<8} cannot load here: {cannot[module]}")
             lines.append(f"  {'':<8} {what}; to get it: {how}")
         else:
-            lines.append(f"  {name:<8} ok: {what}")
+            version = f" ({module} {_version(module)})" if name == "ovstage" else ""
+            lines.append(f"  {name:<8} ok: {what}{version}")
     auto = "usdrt" if "usdrt" not in cannot else "memory"
     lines.append(f"  {'auto':<8} picks {auto} for a pxr stage here, ovstage for an ovstage.Stage (and logs its choice)")
 
@@ -91,9 +152,10 @@ def report() -> str:
     try:
         import warp as wp
 
-        wp.config.quiet = True
         if hasattr(wp, "LOG_WARNING"):
             wp.config.log_level = wp.LOG_WARNING
+        else:  # Warp before log levels
+            wp.config.quiet = True
         wp.init()
         lines.append(f"  {'cpu':<8} ok")
         cuda = [d for d in wp.get_devices() if d.is_cuda]

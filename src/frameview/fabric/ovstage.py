@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Real Fabric without Kit: a :class:`~frameview.fabric.stage.FabricStage` over an ``ovstage.Stage``.
 
-How the protocol maps onto ovstage 0.3:
+How the protocol maps onto ovstage 0.3 (and 0.2.1, whose matrices come as rows of 16 float64 lanes):
 
 - **Tags** are one batched ``write_attribute`` of a ``uint32`` column over a path-list query, sealed at once.
   Paths are validated first (``get_hierarchy`` status): ovstage's default ``UPSERT`` would create a ghost prim at
@@ -66,6 +66,7 @@ from .ovstage_selection import (  # noqa: F401
     _kind,
     _worlds_match,
 )
+from .providers import ovstage_version_problem
 from .stage import LOCAL_MATRIX, RESET_XFORM_STACK, WORLD_MATRIX, nearest_xform_ancestors, parent_path
 
 __all__ = ["RESET_XFORM_STACK", "USD_PATH", "OvstageFabricStage", "OvstageSelection", "attach"]
@@ -356,6 +357,14 @@ _PROVIDERS: weakref.WeakValueDictionary[tuple[int, str], OvstageFabricStage] = w
 _REGISTRY_LOCK = threading.Lock()
 
 
+def _library_version() -> tuple[int, ...] | None:
+    """``ovstage.library_version()`` as a tuple of ints, ``None`` when this ovstage does not report it."""
+    try:
+        return tuple(int(v) for v in ovstage.library_version())
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
 def attach(stage: ovstage.Stage, device: str = "cpu") -> OvstageFabricStage:
     """The ovstage provider of ``stage`` on ``device``: the same object for the same (stage, device).
 
@@ -363,9 +372,13 @@ def attach(stage: ovstage.Stage, device: str = "cpu") -> OvstageFabricStage:
     provider lives as long as a view (or the caller) holds it, and holds its stage.
 
     Raises:
+        ImportError: The installed ovstage is older than :data:`~frameview.fabric.providers.OVSTAGE_MIN_VERSION`.
         TypeError: ``stage`` is not an ``ovstage.Stage``.
         RuntimeError: The stage was destroyed.
     """
+    problem = ovstage_version_problem(_library_version())
+    if problem is not None:
+        raise ImportError(f"fabric_provider='ovstage': {problem}", name="ovstage")
     if not isinstance(stage, ovstage.Stage):
         raise TypeError(f"stage: expected an ovstage.Stage, got {type(stage).__name__}")
     if not getattr(stage, "_inst", None):

@@ -221,7 +221,19 @@ def index_map(g: Any) -> np.ndarray:
         return np.fromiter((g.data_row_index(i) for i in range(count)), dtype=np.int64, count=count)
 
 
+def group_array(g: Any) -> np.ndarray:
+    """A read group's column as NumPy, one leading row per data row (no copy).
+
+    ovstage 0.3 reports a matrix as a ``(rows, 4, 4)`` float64 tensor; ovstage 0.2 as a ``(rows,)`` tensor of
+    16-lane float64 elements, which ``g.array(0)`` flattens to ``(rows * 16,)``: the lanes are folded back into a
+    trailing axis here, so both read as one row per prim.
+    """
+    a = g.array(0)
+    lanes = int(g.tensor(0).dtype.lanes)
+    return a.reshape(-1, lanes) if lanes > 1 else a
+
+
 def group_values(g: Any) -> np.ndarray:
     """A copy of a read group's values, one per prim of the group (through its data index map, if any)."""
     rows = index_map(g) if g.has_data_index_map else np.arange(g.prim_count)
-    return np.array(g.array(0)[rows])
+    return np.array(group_array(g)[rows])

@@ -17,7 +17,7 @@ import warp as wp
 from ovstage import Filter, FilterOp, Predicate
 
 from ..host import CAPTURE_LOCK, to_numpy
-from .ovstage_core import LATEST, StageCore, group_values, index_map
+from .ovstage_core import LATEST, StageCore, group_array, group_values, index_map
 from .stage import COLUMN_TYPES, WORLD_MATRIX, column_type
 
 if TYPE_CHECKING:
@@ -25,15 +25,19 @@ if TYPE_CHECKING:
 
 __all__ = ["OvstageSelection"]
 
-# (DLPack type code, bits, trailing shape) of a read group -> Fabric type name (a key of COLUMN_TYPES)
+# (DLPack type code, bits, trailing shape with the lanes last) of a read group -> Fabric type name (a key of
+# COLUMN_TYPES); ovstage 0.3 reports a matrix as (4, 4) float64, ovstage 0.2 as one element of 16 float64 lanes
 _KIND_TYPES: dict[tuple[int, int, tuple[int, ...]], str] = {
     (2, 64, (4, 4)): "matrix4d",
+    (2, 64, (16,)): "matrix4d",
     (1, 32, ()): "uint",
     (0, 32, ()): "int",
     (2, 64, ()): "double",
     (2, 32, ()): "float",
 }
-_TYPE_KINDS = {name: kind for kind, name in _KIND_TYPES.items()}
+_TYPE_KINDS: dict[str, tuple[int, int, tuple[int, ...]]] = {}
+for _kind_key, _name in _KIND_TYPES.items():
+    _TYPE_KINDS.setdefault(_name, _kind_key)  # a type's first kind: ovstage 0.3's
 
 
 class OvstageSelection:
@@ -268,7 +272,7 @@ class OvstageSelection:
         start = 0
         for g in groups:
             rows = g.prim_count
-            src = g.array(0)
+            src = group_array(g)
             src = src[index_map(g)] if g.has_data_index_map else src[:rows]
             host[start : start + rows] = src.reshape(host[start : start + rows].shape)
             start += rows
@@ -310,9 +314,10 @@ def _data_ptr(g: Any) -> int:
 
 
 def _kind(g: Any) -> tuple[int, int, tuple[int, ...]]:
-    """A read group's (DLPack type code, bits, trailing shape)."""
+    """A read group's (DLPack type code, bits, trailing shape), the element's lanes (when more than one) last."""
     t = g.tensor(0)
-    return (int(t.dtype.code), int(t.dtype.bits), tuple(t.shape_tuple[1:]))
+    lanes = int(t.dtype.lanes)
+    return (int(t.dtype.code), int(t.dtype.bits), tuple(t.shape_tuple[1:]) + ((lanes,) if lanes > 1 else ()))
 
 
 # the DLPack-keyed table and helpers frameview.fabric.ovstage held before the split (kept importable from there)

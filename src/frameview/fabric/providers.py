@@ -9,7 +9,7 @@ from typing import Any
 
 from .stage import FabricStage
 
-__all__ = ["FABRIC_PROVIDERS", "open_fabric_stage"]
+__all__ = ["FABRIC_PROVIDERS", "OVSTAGE_MIN_VERSION", "open_fabric_stage", "ovstage_version_problem"]
 
 logger = logging.getLogger(__name__)
 
@@ -20,6 +20,25 @@ _INSTALL = {
     "usdrt": "usdrt ships with Isaac Sim / Omniverse Kit and is not on PyPI: run inside Isaac Sim's Python",
     "pxr": "install frameview[usd] (or run inside Kit / Isaac Sim, which ships pxr)",
 }
+
+
+OVSTAGE_MIN_VERSION = (0, 2, 1)
+"""The oldest ovstage the ``ovstage`` provider supports: 0.2.1 (the one Isaac Lab 3.0 pins) and 0.3 are tested."""
+
+
+def ovstage_version_problem(version: tuple[int, ...] | None) -> str | None:
+    """Why the ``ovstage`` provider refuses an ovstage of ``version`` (``None`` when it is supported).
+
+    Args:
+        version: ``ovstage.library_version()``, e.g. ``(0, 2, 1)``; ``None`` when it cannot be told.
+    """
+    need = ".".join(map(str, OVSTAGE_MIN_VERSION))
+    if version is None:
+        return f"the installed ovstage does not report its version; frameview needs ovstage >= {need}"
+    if tuple(version[:3]) < OVSTAGE_MIN_VERSION:
+        got = ".".join(map(str, version))
+        return f"frameview needs ovstage >= {need}, found {got}: pip install 'ovstage>={need}'"
+    return None
 
 
 def _require_pxr(what: str) -> None:

@@ -13,7 +13,29 @@ from .epoch import LayoutEpoch, layout_changed
 from .lifecycle import DEFERRED_TAGS
 from .stage import LOCAL_MATRIX, WORLD_MATRIX, FabricSelection
 
-__all__ = ["SelectionsMixin", "plain_column"]
+__all__ = ["SelectionsMixin", "check_column", "plain_column"]
+
+
+def check_column(fabric: Any, name: str, array: wp.fabricarray, tag: bool) -> None:
+    """Raise unless column ``name`` has the dtype the view's kernels are compiled for (``uint32`` tags, ``mat44d``
+    matrices).
+
+    The kernels take their columns generically: launched with another dtype, Warp would add an overload to the
+    module of every Fabric view, fail to compile it, and keep it there, so that every later Fabric view of the process
+    (of any provider) failed to build its kernels too. A provider that hands over another type is refused here,
+    before any launch.
+
+    Raises:
+        TypeError: The column has another dtype (the message names the provider and the column).
+    """
+    expected = wp.uint32 if tag else wp.mat44d
+    if not wp.types.types_equal(array.dtype, expected):
+        provider = getattr(fabric, "provider", type(fabric).__name__)
+        raise TypeError(
+            f"Fabric provider {provider!r}: column {name!r} has dtype {wp.types.type_repr(array.dtype)}, expected "
+            f"{wp.types.type_repr(expected)}; this provider's version is not supported (python -m frameview "
+            f"reports the versions in use)"
+        )
 
 
 def plain_column(sel: FabricSelection, name: str, array: wp.fabricarray) -> Any:
@@ -97,7 +119,9 @@ class SelectionsMixin:
         if changed or prefix + attrs[0] not in self._arrays:
             self._outside_capture("its Fabric arrays")  # the callers release the selections in a finally
             for name in attrs:
-                self._arrays[prefix + name] = array = wp.fabricarray(sel, name)
+                array = wp.fabricarray(sel, name)
+                check_column(self._fabric, name, array, tag=name == attrs[0])
+                self._arrays[prefix + name] = array
                 self._columns[prefix + name] = plain_column(sel, name, array)
             self._launches.clear()
             self._slots_fresh = False  # a write of a view without nesting inverts its slot tables again

@@ -1,0 +1,369 @@
+# SPDX-License-Identifier: Apache-2.0
+"""frameview behind Isaac Lab 3's ``FrameView(...)`` factory: one line, inside Isaac Lab's own environment.
+
+Isaac Lab's ``isaaclab.sim.views.FrameView`` picks its class from the active physics backend (``"physx"`` when no
+simulation context exists or PhysX runs, ``"newton"``, ``"ovphysx"``) through its registry ``FrameView._registry``,
+which it fills on the first ``FrameView(...)`` of a backend. :func:`install` puts frameview's adapter there first;
+:func:`uninstall` puts back what was there (Isaac Lab then imports its stock classes again on the next call).
+
+Example:
+    >>> import frameview.isaaclab  # doctest: +SKIP
+    >>> frameview.isaaclab.install()  # before the scene is built
+    >>> from isaaclab.sim.views import FrameView
+    >>> view = FrameView("/World/envs/env_.*/Camera", device="cuda:0")  # a frameview Fabric view under PhysX
+    >>> pos, quat = view.get_world_poses()  # ProxyArray: .warp (N,) vec3f / quatf xyzw, .torch (N, 3) / (N, 4)
+    >>> frameview.isaaclab.uninstall()
+
+What the adapter (:class:`IsaacLabFrameView`, a subclass of Isaac Lab's ``BaseFrameView``) does:
+
+- getters return Isaac Lab ``ProxyArray`` wrappers of frameview's arrays (which the next call of the same getter
+  overwrites, as Isaac Lab's own buffers are); writes go through Isaac Lab's writer-scope classes
+  (``FrameViewWorldSpaceWriter`` / ``FrameViewLocalSpaceWriter``) backed by frameview's scopes;
+- ``prims`` (the USD prims, in view order), ``prim_paths``, ``count``, ``device``, ``close()``;
+- ``get_visibility`` returns an ``(M,)`` torch bool tensor, ``set_visibility`` takes one, as Isaac Lab's do;
+- ``get_scales`` / ``set_scales`` keep Isaac Lab's space for the backend: world under PhysX (its Fabric view), local
+  for a ``"usd"`` mapping. Under Newton, Isaac Lab's ``get_scales`` / ``set_scales`` are collision-shape sizes, which
+  frameview does not touch: they raise ``NotImplementedError`` (use ``get_world_scales`` / a writer scope);
+- under Newton (opt-in, see :data:`DEFAULT_BACKENDS`) the view is built from Isaac Lab's ``NewtonManager`` (its
+  model, and ``get_state_0`` on every read), and, when the model does not exist yet, once physics is ready (Isaac
+  Lab's ``PHYSICS_READY`` event); until then ``count`` is 0 and every other call raises ``RuntimeError``.
+
+``validate_xform_ops`` is accepted and ignored: frameview reads the composed transforms and authors no xformOps.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import warp as wp
+
+__all__ = ["DEFAULT_BACKENDS", "IsaacLabFrameView", "install", "installed", "uninstall"]
+
+DEFAULT_BACKENDS: Mapping[str, str] = {"physx": "fabric"}
+"""Isaac Lab physics backend (a key of ``FrameView._registry``) -> frameview backend that serves it by default.
+
+``"newton": "newton"`` is opt-in (``install({"physx": "fabric", "newton": "newton"})``): frameview's Newton view finds
+the prims that exist in USD, and Isaac Lab's Newton cloner replicates env_0's non-physics prims (camera mounts,
+sites) into the other envs in physics only, so on a cloned scene it finds env_0's prims alone where Isaac Lab's
+``NewtonSiteFrameView`` finds one per env."""
+
+_LEGACY_SCALES = {"fabric": "world", "usd": "local", "newton": None}
+"""Space of Isaac Lab's ``get_scales`` / ``set_scales`` for the views a frameview backend replaces (``None``: Isaac
+Lab's are collision-shape sizes there, which frameview does not serve)."""
+
+_ABSENT = object()
+_saved: dict[str, Any] | None = None  # registry key -> what install() replaced (_ABSENT: nothing)
+_classes: dict[str, type] = {}
+_INSTALL_HINT = (
+    "frameview.isaaclab needs Isaac Lab 3 (isaaclab.sim.views.FrameView); install it into this environment "
+    "(pip install 'isaaclab>=3.0'), then frameview beside it: pip install 'frameview[isaaclab]'"
+)
+
+
+def _import(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"{_INSTALL_HINT} ({exc})", name=module) from exc
+
+
+def _factory() -> Any:
+    factory = _import("isaaclab.sim.views").FrameView
+    if not isinstance(getattr(factory, "_registry", None), dict):
+        raise ImportError(f"isaaclab.sim.views.FrameView has no _registry dict: not Isaac Lab 3. {_INSTALL_HINT}")
+    return factory
+
+
+def install(backends: Mapping[str, str] | None = None) -> None:
+    """Make Isaac Lab's ``FrameView(...)`` return frameview views from now on. Call it before the scene is built.
+
+    Args:
+        backends: Isaac Lab physics backend -> frameview backend (``"fabric"``, ``"usd"`` or ``"newton"``); default
+            :data:`DEFAULT_BACKENDS`. Backends not named keep Isaac Lab's classes.
+
+    Raises:
+        ImportError: Isaac Lab 3 is not importable (the message says how to install it).
+        ValueError: An unknown frameview backend, or a second :func:`install` with other ``backends`` before
+            :func:`uninstall`.
+    """
+    global _saved
+    wanted = dict(DEFAULT_BACKENDS if backends is None else backends)
+    for key, backend in wanted.items():
+        if backend not in _LEGACY_SCALES:
+            raise ValueError(f"backends[{key!r}]: expected one of {sorted(_LEGACY_SCALES)}, got {backend!r}")
+    factory = _factory()
+    classes = {key: _view_class(backend) for key, backend in wanted.items()}
+    if _saved is not None:
+        if set(_saved) == set(classes) and all(factory._registry.get(k) is c for k, c in classes.items()):
+            return  # installed already, the same way
+        raise ValueError("frameview.isaaclab is installed with other backends; call uninstall() first")
+    _saved = {key: factory._registry.get(key, _ABSENT) for key in classes}
+    factory._registry.update(classes)
+
+
+def uninstall() -> None:
+    """Put back Isaac Lab's registry entries that :func:`install` replaced. Idempotent.
+
+    Views already built stay frameview views; ``FrameView(...)`` builds Isaac Lab's own classes again.
+    """
+    global _saved
+    if _saved is None:
+        return
+    registry = _factory()._registry
+    for key, previous in _saved.items():
+        if previous is _ABSENT:
+            registry.pop(key, None)
+        else:
+            registry[key] = previous
+    _saved = None
+
+
+def installed() -> bool:
+    """Whether :func:`install` is in effect."""
+    return _saved is not None
+
+
+def _view_class(backend: str) -> type:
+    """The adapter class for ``backend``: a subclass of Isaac Lab's ``BaseFrameView`` (made once per backend)."""
+    cls = _classes.get(backend)
+    if cls is None:
+        base = _import("isaaclab.sim.views").BaseFrameView
+        cls = type(f"IsaacLabFrameView_{backend}", (IsaacLabFrameView, base), {"frameview_backend": backend})
+        cls.__module__ = __name__
+        _classes[backend] = cls
+    return cls
+
+
+class _Proxies:
+    """One Isaac Lab ``ProxyArray`` per returned frameview buffer, reused while the getter returns that buffer."""
+
+    def __init__(self) -> None:
+        self._proxy_type = _import("isaaclab.utils.warp").ProxyArray
+        self._last: dict[str, Any] = {}
+
+    def wrap(self, name: str, array: wp.array) -> Any:
+        proxy = self._last.get(name)
+        if proxy is None or proxy.warp is not array:
+            proxy = self._last[name] = self._proxy_type(array)
+        return proxy
+
+
+class IsaacLabFrameView:
+    """A frameview view behind Isaac Lab's ``BaseFrameView`` interface (what ``FrameView(...)`` returns after
+    :func:`install`). The concrete classes also derive from Isaac Lab's ``BaseFrameView``.
+
+    Args:
+        prim_path: Isaac Lab prim path pattern (a regex per path component) or list of them.
+        device: Warp device of the view (``"cpu"``, ``"cuda:0"``).
+        validate_xform_ops: Accepted for Isaac Lab's signature; frameview authors no xformOps.
+        stage: pxr ``Usd.Stage``; default Isaac Lab's current stage.
+        **kwargs: Accepted for Isaac Lab's signature and ignored.
+    """
+
+    frameview_backend = "fabric"
+
+    def __init__(
+        self,
+        prim_path: str | Sequence[str],
+        device: str = "cpu",
+        validate_xform_ops: bool = True,
+        stage: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        del validate_xform_ops, kwargs
+        self._prim_path = prim_path if isinstance(prim_path, str) else list(prim_path)
+        self._device = str(device)
+        self._stage = _import("isaaclab.sim").get_current_stage() if stage is None else stage
+        self._view: Any = None
+        self._prims: list[Any] | None = None
+        self._proxies = _Proxies()
+        self._ready_handle: Any = None
+        if self.frameview_backend != "newton":
+            self._build(None)
+            return
+        manager = _import("isaaclab_newton.physics.newton_manager").NewtonManager
+        if manager.get_model() is not None:
+            self._build(manager)
+        else:
+            event = _import("isaaclab.physics").PhysicsEvent.PHYSICS_READY
+            self._ready_handle = manager.register_callback(  # a bound method: Isaac Lab holds it weakly
+                self._on_physics_ready, event, name=f"frameview_{self._prim_path}"
+            )
+
+    def _on_physics_ready(self, _event: Any) -> None:
+        self._build(_import("isaaclab_newton.physics.newton_manager").NewtonManager)
+
+    def _build(self, manager: Any) -> None:
+        from .config import FrameViewCfg, make_frame_view
+
+        cfg = FrameViewCfg(prim_path=self._prim_path, backend=self.frameview_backend, device=self._device)
+        if manager is None:
+            self._view = make_frame_view(cfg, self._stage)
+        else:
+            self._view = make_frame_view(cfg, self._stage, model=manager.get_model(), state=manager.get_state_0)
+
+    @property
+    def frameview(self) -> Any:
+        """The frameview view behind this one (``fv.FabricFrameView``, ``fv.UsdFrameView``, ``fv.NewtonFrameView``).
+
+        Raises:
+            RuntimeError: Under Newton, before physics is ready (the view is built then).
+        """
+        if self._view is None:
+            raise RuntimeError(
+                f"FrameView({self._prim_path!r}): the Newton model does not exist yet; the view is built when Isaac "
+                f"Lab's physics is ready (after sim.reset())"
+            )
+        return self._view
+
+    # ------------------------------------------------------------------ Isaac Lab's properties
+
+    @property
+    def count(self) -> int:
+        """Number of prims (0 under Newton until physics is ready)."""
+        return 0 if self._view is None else self._view.count
+
+    @property
+    def device(self) -> str:
+        """Warp device of the returned arrays."""
+        return self._device
+
+    @property
+    def prim_paths(self) -> list[str]:
+        """Prim paths in view order."""
+        return list(self.frameview.prim_paths)
+
+    @property
+    def prims(self) -> list[Any]:
+        """The USD prims (``Usd.Prim``) in view order."""
+        if self._prims is None:
+            self._prims = [self._stage.GetPrimAtPath(p) for p in self.frameview.prim_paths]
+        return self._prims
+
+    def close(self) -> None:
+        """Close the frameview view and drop the physics-ready callback. Idempotent."""
+        handle, self._ready_handle = self._ready_handle, None
+        if handle is not None:
+            handle.deregister()
+        if self._view is not None:
+            self._view.close()
+
+    # ------------------------------------------------------------------ Isaac Lab's backend hooks
+
+    def _get_world_poses_impl(self, indices: Any = None) -> tuple[Any, Any]:
+        pos, quat = self.frameview.get_world_poses(indices)
+        return self._proxies.wrap("world_pos", pos), self._proxies.wrap("world_quat", quat)
+
+    def _get_local_poses_impl(self, indices: Any = None) -> tuple[Any, Any]:
+        pos, quat = self.frameview.get_local_poses(indices)
+        return self._proxies.wrap("local_pos", pos), self._proxies.wrap("local_quat", quat)
+
+    def _get_world_scales_impl(self, indices: Any = None) -> Any:
+        return self._proxies.wrap("world_scale", self.frameview.get_world_scales(indices))
+
+    def _get_local_scales_impl(self, indices: Any = None) -> Any:
+        return self._proxies.wrap("local_scale", self.frameview.get_local_scales(indices))
+
+    def _legacy_space(self, call: str) -> str:
+        space = _LEGACY_SCALES[self.frameview_backend]
+        if space is None:
+            raise NotImplementedError(
+                f"{call}: under Newton, Isaac Lab's {call} reads / writes collision-shape sizes, which frameview does "
+                f"not serve; use get_world_scales() / get_local_scales() or a writer scope's set_scales() for "
+                f"transform scales, or frameview.isaaclab.uninstall() for Isaac Lab's own Newton view"
+            )
+        return space
+
+    def _get_scales_impl(self, indices: Any = None) -> Any:
+        if self._legacy_space("get_scales") == "world":
+            return self._get_world_scales_impl(indices)
+        return self._get_local_scales_impl(indices)
+
+    def _set_scales_impl(self, scales: Any, indices: Any = None) -> None:
+        writer = self.xform_world_space_writer if self._legacy_space("set_scales") == "world" else (
+            self.xform_local_space_writer)  # fmt: skip
+        with writer() as w:
+            w.set_scales(scales, indices)
+
+    def _make_world_space_writer(self) -> Any:
+        return _writer_class("world")(self)
+
+    def _make_local_space_writer(self) -> Any:
+        return _writer_class("local")(self)
+
+    # ------------------------------------------------------------------ visibility (torch, as Isaac Lab's)
+
+    def get_visibility(self, indices: Any = None) -> Any:
+        """Computed visibility: ``(M,)`` torch bool tensor on :attr:`device` (a copy)."""
+        return wp.to_torch(self.frameview.get_visibility(indices)).clone()
+
+    def set_visibility(self, visibility: Any, indices: Any = None) -> None:
+        """Make prims visible / invisible: ``visibility`` an ``(M,)`` torch bool tensor (or any frameview accepts)."""
+        self.frameview.set_visibility(visibility, indices)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._prim_path!r}, device={self._device!r}, view={self._view!r})"
+
+
+_writers: dict[str, type] = {}
+
+
+def _writer_class(space: str) -> type:
+    """Isaac Lab's writer class for ``space``, backed by frameview's writer scope (made once per space)."""
+    cls = _writers.get(space)
+    if cls is None:
+        views = _import("isaaclab.sim.views")
+        base = views.FrameViewWorldSpaceWriter if space == "world" else views.FrameViewLocalSpaceWriter
+        cls = type(f"_{space.capitalize()}SpaceWriter", (_ScopeWriter, base), {"space": space})
+        cls.__module__ = __name__
+        _writers[space] = cls
+    return cls
+
+
+class _ScopeWriter:
+    """Isaac Lab's writer-scope interface over frameview's scope of the same space (the concrete classes also derive
+    from Isaac Lab's ``FrameViewWorldSpaceWriter`` / ``FrameViewLocalSpaceWriter``, which hold the one-writer lock)."""
+
+    space = "world"
+    _view: IsaacLabFrameView
+
+    def _enter_impl(self) -> None:
+        view = self._view
+        try:
+            fv_view = view.frameview
+            self._scope = (fv_view.xform_world_space_writer if self.space == "world" else (
+                fv_view.xform_local_space_writer))()  # fmt: skip
+            self._scope.__enter__()
+        except BaseException:
+            view._active_writer = None  # Isaac Lab's __enter__ claimed the view before calling this hook
+            raise
+
+    def _exit_impl(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
+        scope, self._scope = self._scope, None
+        scope.__exit__(exc_type, exc_val, exc_tb)
+
+    def set_poses(
+        self, positions: Any = None, orientations: Any = None, indices: Any = None, *, translations: Any = None
+    ) -> None:
+        """Write positions (``translations`` in a local scope) and/or xyzw orientations of ``indices``."""
+        if translations is not None:
+            if positions is not None:
+                raise TypeError("set_poses: pass positions or translations, not both")
+            positions = translations
+        self._scope.set_poses(positions, orientations, indices)
+
+    def set_scales(self, scales: Any, indices: Any = None) -> None:
+        """Write scales of ``indices`` in this scope's space."""
+        self._scope.set_scales(scales, indices)
+
+    def get_poses(self, indices: Any = None) -> tuple[Any, Any]:
+        """Poses in this scope's space, the scope's writes applied, as ``ProxyArray``s."""
+        pos, quat = self._scope.get_poses(indices)
+        proxies = self._view._proxies
+        return proxies.wrap(f"{self.space}_pos", pos), proxies.wrap(f"{self.space}_quat", quat)
+
+    def get_scales(self, indices: Any = None) -> Any:
+        """Scales in this scope's space, the scope's writes applied, as a ``ProxyArray``."""
+        return self._view._proxies.wrap(f"{self.space}_scale", self._scope.get_scales(indices))

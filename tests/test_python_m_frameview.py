@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`python -m frameview` names the pxr provider in use and says when two distributions install pxr, and reports
+the ovstage version the ovstage provider would use."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+
+import pytest
+
+from frameview import __main__ as cli
+
+
+def test_names_the_pxr_distribution() -> None:
+    """The pxr line names the distribution that installed pxr here, as importlib.metadata sees it."""
+    pytest.importorskip("pxr.Usd")
+    owners = metadata.packages_distributions().get("pxr", [])
+    out = subprocess.run([sys.executable, "-m", "frameview"], capture_output=True, text=True, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("pxr: "))
+    for dist in owners:
+        assert f"{dist} {metadata.version(dist)}" in line
+    assert "problem" not in out or len(owners) > 1
+
+
+def test_two_pxr_distributions_are_a_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    """usd-core beside usd-exchange is reported as a problem naming both and how to keep one."""
+    monkeypatch.setattr(cli.metadata, "packages_distributions", lambda: {"pxr": ["usd-exchange", "usd-core"]})
+    monkeypatch.setattr(cli, "_version", lambda dist: {"usd-core": "26.11", "usd-exchange": "3.0.1"}.get(dist))
+    provider, problem = cli.pxr_provider()
+    assert provider == "usd-core 26.11, usd-exchange 3.0.1"
+    assert problem is not None
+    assert "2 distributions install pxr" in problem
+    assert "pip uninstall usd-core usd-exchange" in problem
+
+
+def test_one_pxr_distribution_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """usd-exchange alone is Isaac Lab 3's pxr, with the USD version pxr reports."""
+    usd = pytest.importorskip("pxr.Usd")
+    monkeypatch.setattr(cli.metadata, "packages_distributions", lambda: {"pxr": ["usd-exchange"]})
+    monkeypatch.setattr(cli, "_version", lambda dist: "3.0.1" if dist == "usd-exchange" else None)
+    provider, problem = cli.pxr_provider()
+    assert problem is None
+    assert provider.startswith("usd-exchange 3.0.1: OpenUSD Exchange's pxr (Isaac Lab 3's)")
+    assert provider.endswith("USD " + ".".join(map(str, usd.GetVersion())))
+
+
+@pytest.mark.parametrize(("installed", "refused"), [("0.2.1.385922", False), ("0.3.0.1791986420", False),
+                                                    ("0.2.0.377349", True), (None, False)])  # fmt: skip
+def test_ovstage_version_is_judged(monkeypatch: pytest.MonkeyPatch, installed: str | None, refused: bool) -> None:
+    """ovstage 0.2.1 and 0.3 are supported; 0.2.0 is reported as refused with the version needed."""
+    monkeypatch.setattr(cli, "_version", lambda dist: installed if dist == "ovstage" else None)
+    problem = cli._ovstage_problem()
+    assert (problem is not None) == refused
+    if refused:
+        assert "needs ovstage >= 0.2.1, found 0.2.0" in problem
