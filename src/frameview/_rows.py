@@ -114,6 +114,9 @@ class Rows:
         mask: bool (count,) on the view's device (``MASK``).
         checked: Bounds and duplicates were checked on the host (host inputs); else the kernels check them.
         source: What the caller passed (error messages read it on the error path only).
+        narrow: ``(kernel, array)``: ``indices`` is not filled yet; the backend's first launch of the call narrows
+            ``array`` (the caller's indices, another dtype or strided) into it (only backends that ask for it with
+            ``_folds_narrow`` get such rows, from the calls that hand them straight to their launches).
     """
 
     kind: int
@@ -122,6 +125,7 @@ class Rows:
     mask: wp.array | None = None
     checked: bool = True
     source: Any = None
+    narrow: tuple | None = None
 
     def host_indices(self) -> np.ndarray | None:
         """The view indices as NumPy (``None`` for ``ALL``). Copies device data: host-bound backends only."""

@@ -50,11 +50,13 @@ class ArgumentsMixin:
     _errors: DeviceErrors
     _all_rows: Rows
     _last_rows: tuple[Any, bool, tuple, Rows] | None
+    _folds_narrow = False
+    """The backend's indexed launches narrow index arrays of other dtypes themselves (:attr:`Rows.narrow`)."""
     _narrowed: wp.array | None = None
     """The index buffer head the last narrowing launch wrote (Rows over it are not kept: its contents change)."""
     _narrow_cmds: dict[Any, RecordedLaunch]
     _casts: dict[Any, Any]
-    _staging: dict[str, tuple[wp.array, np.ndarray, wp.array]]
+    _staging: dict[tuple, tuple[wp.array, np.ndarray, wp.array]]
     _index_buffer: wp.array
     _index_stage: wp.array | None
     _index_host: np.ndarray
@@ -68,10 +70,12 @@ class ArgumentsMixin:
 
         def _check_open(self) -> None: ...
 
-    def _prepare(self, indices: IndicesLike, mask: MaskLike = None, write: bool = False) -> Rows:
+    def _prepare(self, indices: IndicesLike, mask: MaskLike = None, write: bool = False, fold: bool = False) -> Rows:
         """Check the view is open, report errors of earlier device calls, and turn ``indices`` / ``mask`` into
         :class:`Rows`. Host indices are checked here (a write also needs each index once: two rows for one prim
-        race on a GPU); device indices and masks are checked by the kernels, without a host round trip."""
+        race on a GPU); device indices and masks are checked by the kernels, without a host round trip. ``fold``:
+        the caller hands the rows straight to the backend's launches, which narrow other index dtypes themselves
+        when the backend says so (``_folds_narrow``: one launch less, and part of the backend's own graph)."""
         self._check_open()
         self._errors.poll()
         if indices is None and mask is None:
@@ -91,7 +95,7 @@ class ArgumentsMixin:
                 self._last_rows = (mask, True, _layout(mask), rows)
             return rows
         if self._device_rows:  # device indices (on the CPU too: checked by the kernels, raised by the call)
-            device_rows = self._device_indices(indices)
+            device_rows = self._device_indices(indices, fold and self._folds_narrow)
             if device_rows is not None:
                 if device_rows.indices is not self._narrowed:  # the caller's memory, used as is: keep its Rows
                     self._last_rows = (indices, False, _layout(indices), device_rows)
@@ -130,7 +134,7 @@ class ArgumentsMixin:
             wp.copy(out, self._index_stage, count=n)
         return Rows(INDEXED, n, indices=out)
 
-    def _device_indices(self, indices: IndicesLike) -> Rows | None:
+    def _device_indices(self, indices: IndicesLike, fold: bool = False) -> Rows | None:
         """Indices already on the view's device (Warp arrays, torch tensors: zero-copy), as int32 without a host
         round trip (None: take the host path). Contiguous int32 is used as is; other integer dtypes and strided
         arrays are narrowed into the view's index buffer by one recorded launch."""
@@ -152,6 +156,10 @@ class ArgumentsMixin:
             out = self._head(self._index_buffer, n)
         else:
             out = wp.empty(n, dtype=wp.int32, device=self._device)
+        self._narrowed = out
+        if n and fold:  # the backend's first launch of the call narrows them
+            return Rows(INDEXED, n, indices=out, checked=False, source=source, narrow=(narrow_kernel(indices.dtype),
+                                                                                     indices))  # fmt: skip
         if n:  # other dtypes and strided arrays: one launch into contiguous int32
             kernel = narrow_kernel(indices.dtype)
             params = [indices, self.count, out]
@@ -163,7 +171,6 @@ class ArgumentsMixin:
                 wp.launch(kernel, dim=n, inputs=params, device=self._device)
             else:
                 cmd.launch(n, params)
-        self._narrowed = out
         return Rows(INDEXED, n, indices=out, checked=False, source=source)
 
     def _mask_to_device(self, mask: MaskLike, count: int | None = None) -> wp.array:
@@ -332,6 +339,8 @@ class ArgumentsMixin:
                     raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({fast.shape[0]}, {width})")
                 return (fast if rows else None), False
         width = _width(dtype)
+        if self._device_rows and select is None and self._device.is_cuda and isinstance(value, (np.ndarray, list)):
+            return self._host_rows_to_device(value, name, dtype, rows, masked_rows), True
         arr, from_host = self._to_float32_rows(value, name, width)
         if arr.shape[0] != rows:
             raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({arr.shape[0]}, {width})")
@@ -349,7 +358,7 @@ class ArgumentsMixin:
         if select is not None:
             arr = wp.array(host[read], dtype=wp.float32, device=self._device)
         elif arr.device.is_cpu and self._device.is_cuda:  # host data for a CUDA view: one staged copy
-            arr = self._staged_rows(arr, name)
+            arr = self._staged_rows(to_numpy(arr), name)
         elif arr.device != self._device:  # another device's
             _wait_for_producer(arr)
             arr = wp.clone(arr, device=self._device)
@@ -360,20 +369,39 @@ class ArgumentsMixin:
             self._errors.settle(self._value_error(name, arr), now=True)
         return arr.view(dtype), from_host
 
-    def _staged_rows(self, host: wp.array, name: str) -> wp.array:
-        """Host rows (a CPU float32 (M, width) array) copied to the view's CUDA device through buffers the view
-        reuses (per argument name): one host-to-device copy, no allocation. The staging buffer is pageable memory,
-        which the copy has consumed when ``wp.copy`` returns, so the next call may overwrite it."""
+    def _host_rows_to_device(
+        self, value: Any, name: str, dtype: Any, rows: int, masked_rows: Callable[[], np.ndarray] | None
+    ) -> wp.array | None:
+        """NumPy or list data for a CUDA view of a device-row backend: checked on the host (the written rows), then
+        one host-to-device copy into a ``dtype`` buffer the view reuses (:meth:`_staged_rows`)."""
+        width = _width(dtype)
+        host = _host_float32_rows(value, name, f"(M, {width}) float32/float64")
+        if host.ndim != 2 or host.shape[1] != width:
+            raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(host.shape)}")
+        if host.shape[0] != rows:
+            raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({host.shape[0]}, {width})")
+        if rows == 0:
+            return None
+        check_host_rows(host, None if masked_rows is None else masked_rows(), name, dtype is wp.quatf)
+        return self._staged_rows(host, name, dtype)
+
+    def _staged_rows(self, host: np.ndarray, name: str, dtype: Any = None) -> wp.array:
+        """Host rows ((M, width) float32 NumPy) copied to the view's CUDA device through buffers the view reuses
+        (per argument name): one host-to-device copy, no allocation; the result is (M,) ``dtype`` (default: (M,
+        width) float32). The staging buffer is pageable memory, which the copy has consumed when ``wp.copy``
+        returns, so the next call may overwrite it."""
         n, width = host.shape
-        bufs = self._staging.get(name)
-        if bufs is None or bufs[0].shape[0] < n or bufs[0].shape[1] != width:
+        key = (name, dtype, width)
+        bufs = self._staging.get(key)
+        if bufs is None or bufs[0].shape[0] < n:
             self._outside_capture("its staging buffers")
             cap = max(n, self.count)
-            stage = wp.empty((cap, width), dtype=wp.float32, device="cpu")
-            bufs = self._staging[name] = (stage, to_numpy(stage), wp.empty((cap, width), dtype=wp.float32,
-                                                                          device=self._device))  # fmt: skip
+            shape, kind = ((cap,), dtype) if dtype is not None else ((cap, width), wp.float32)
+            stage = wp.empty(shape, dtype=kind, device="cpu")
+            device = wp.empty(shape, dtype=kind, device=self._device)
+            bufs = self._staging[key] = (stage, to_numpy(stage).reshape(cap, width), device)
         stage, stage_host, device = bufs
-        stage_host[:n] = to_numpy(host)
+        stage_host[:n] = host
         out = self._head(device, n)
         wp.copy(out, self._head(stage, n))
         return out

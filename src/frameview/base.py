@@ -203,7 +203,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     def _get_poses(self, space: str, indices: IndicesLike, mask: MaskLike) -> tuple[wp.array, wp.array]:
         self._check_no_writer()
-        rows = self._prepare(indices, mask)
+        rows = self._prepare(indices, mask, fold=True)
         pos_name, quat_name, stem = _POSE_BUFFERS[space]
         pos, quat = self._pose_outputs(pos_name, quat_name, rows.count)
         if rows.count == 0:
@@ -222,7 +222,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         if rotated is None:
             return None
         self._check_no_writer()
-        rows = self._prepare(indices, mask)
+        rows = self._prepare(indices, mask, fold=True)
         pos, quat = self._pose_outputs("rotated_pos", "rotated_quat", rows.count)
         if rows.count:
             rotated(rows, pos, quat, offset)
@@ -232,7 +232,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     def _get_scales(self, space: str, indices: IndicesLike, mask: MaskLike) -> wp.array:
         self._check_no_writer()
-        rows = self._prepare(indices, mask)
+        rows = self._prepare(indices, mask, fold=True)
         out = self._outputs(f"{space}_scale", wp.vec3f, rows.count)
         if rows.count == 0:
             return out
@@ -317,7 +317,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     def _set(self, what: str, indices: IndicesLike, mask: MaskLike, *values: tuple[Any, str, type]) -> None:
         self._check_no_writer()
-        rows, pairs = self._write_values(self._prepare(indices, mask, write=True), values)
+        rows, pairs = self._write_values(self._prepare(indices, mask, write=True, fold=True), values)
         coerced = [array for array, _host in pairs]
         if rows.count == 0 or all(c is None for c in coerced):
             return

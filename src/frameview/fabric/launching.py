@@ -29,6 +29,12 @@ def address(array: wp.array | None) -> tuple | None:
     return None if array is None else (array.ptr, array.shape, array.strides)
 
 
+def narrow_key(rows: Any) -> tuple | None:
+    """What a call's graph depends on in indices its first launch narrows (:attr:`Rows.narrow`): their address,
+    shape, strides and dtype."""
+    return None if rows.narrow is None else (address(rows.narrow[1]), rows.narrow[1].dtype)
+
+
 class LaunchingMixin:
     """The launch plumbing of :class:`~frameview.fabric.view.FabricFrameView`: recorded launches, CUDA graphs."""
 

@@ -34,7 +34,7 @@ from ..host import CAPTURE_LOCK
 from ..host import to_numpy as to_numpy
 from ..kernels.slots import invert_tag_column
 from .epoch import UNGUARDED, layout_changed, layout_epoch
-from .launching import PUBLISHES, LaunchingMixin
+from .launching import PUBLISHES, LaunchingMixin, narrow_key
 from .launching import address as _address
 from .lifecycle import DEFERRED_TAGS as _DEFERRED_TAGS
 from .lifecycle import DeferredTagRemoval as DeferredTagRemoval
@@ -98,6 +98,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
     """
 
     _device_rows = True
+    _folds_narrow = True
 
     _state = _Lifecycle.BUILDING
     """The class default: a view whose construction failed before it tagged its prims has nothing to clean up."""
@@ -297,14 +298,24 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                         picked.indices if compact else self._no_index, offset, *self._guard(every_launch=True),
                         pos_out, quat_out, status])  # fmt: skip
                 else:
-                    where = (rows.count, _address(rows.indices), _address(pos_out), _address(quat_out))
+                    where = (rows.count, _address(rows.indices), _address(pos_out), _address(quat_out),
+                             narrow_key(rows))  # fmt: skip
                     self._run_steps(("gather", key), where, lambda: [
+                        *self._narrow_steps(rows),
                         self._invert_check(tags, rows),
                         (("gather", key), _gather_poses, rows.count, [mats, self._slots, self.count, offset,
                          rows.indices, *self._guard(), pos_out, quat_out, status], PUBLISHES),
                     ])  # fmt: skip
             finally:
                 self._release_selections()
+
+    def _narrow_steps(self, rows: Rows) -> list[tuple]:
+        """The launch that narrows the caller's indices into ``rows.indices`` (:attr:`Rows.narrow`), first in the
+        call's steps (and in its graph), or none."""
+        if rows.narrow is None:
+            return []
+        kernel, source = rows.narrow
+        return [(("narrow", source.dtype), kernel, rows.count, [source, self.count, rows.indices])]
 
     def _invert_view_table(self, tags: Any) -> None:
         """Before a masked read: invert the tag column into the view's slot table once after the Fabric arrays were
@@ -349,8 +360,9 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                                      [tags, mats, rows.mask, 1, *self._guard(every_launch=True), scale_out,
                                       status])  # fmt: skip
                 else:
-                    where = (rows.count, _address(rows.indices), _address(scale_out))
+                    where = (rows.count, _address(rows.indices), _address(scale_out), narrow_key(rows))
                     self._run_steps(("gather_scales", attr), where, lambda: [
+                        *self._narrow_steps(rows),
                         self._invert_check(tags, rows),
                         (("gather_scales", attr), _gather_scales, rows.count, [mats, self._slots, self.count,
                          rows.indices, *self._guard(), scale_out, status], PUBLISHES),

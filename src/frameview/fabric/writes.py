@@ -12,7 +12,7 @@ import warp as wp
 
 from .._rows import ALL, INDEXED, MASK, MASK_ROWS, DeviceErrors, Rows
 from ..host import to_numpy
-from .launching import PUBLISHES, address
+from .launching import PUBLISHES, address, narrow_key
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 from .view_kernels import (
     STAGE_ALL,
@@ -85,6 +85,8 @@ class WritesMixin:
 
         def _guard(self) -> list: ...
 
+        def _narrow_steps(self, rows: Rows) -> list[tuple]: ...
+
     def _write(
         self,
         rows: Rows,
@@ -110,9 +112,14 @@ class WritesMixin:
                     if rows.count == 0:
                         return
                 key = (rows.kind, rows.count, in_world, address(rows.indices), address(rows.mask), address(pos),
-                       address(quat), address(scale), plan.stamp if plan is not None else None)  # fmt: skip
+                       address(quat), address(scale), plan.stamp if plan is not None else None,
+                       narrow_key(rows))  # fmt: skip
                 written = self._head(self._written, rows.count)
-                self._run_steps("write", key, lambda: self._write_steps(rows, in_world, pos, quat, scale, written))
+                self._run_steps(
+                    "write",
+                    key,
+                    lambda: [*self._narrow_steps(rows), *self._write_steps(rows, in_world, pos, quat, scale, written)],
+                )
                 if plan is None:  # providers that update the hierarchy on the host: settle, then hand the slots over
                     call = "set_local_scales" if scale is not None else ("set_world" if in_world else "set_local")
                     self._errors.settle(self._status_error(call, rows), now=True)
