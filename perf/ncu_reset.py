@@ -14,6 +14,7 @@ launched three times each. Run it under ``ncu``, e.g.::
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -43,4 +44,9 @@ def main(device: str = "cuda:0", envs: int = 8192, reset: int = 256) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:2])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda:0", help="Warp device (default cuda:0)")
+    parser.add_argument("--envs", type=int, default=8192)
+    parser.add_argument("--reset", type=int, default=256, help="envs reset per call (default 256)")
+    args = parser.parse_args()
+    main(args.device, args.envs, args.reset)
