@@ -55,3 +55,25 @@ def test_ovstage_version_is_judged(monkeypatch: pytest.MonkeyPatch, installed: s
     assert (problem is not None) == refused
     if refused:
         assert "needs ovstage >= 0.2.1, found 0.2.0" in problem
+
+
+def test_newton_backend_is_reported_with_what_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The built-in newton backend is reported as such: usable, or unusable with the extra that brings it (never as
+    a plug-in)."""
+    real = cli._try_import
+    monkeypatch.setattr(cli, "_try_import", lambda m: "ModuleNotFoundError: No module named 'newton'"
+                        if m == "newton" else real(m))  # fmt: skip
+    line = next(x for x in cli.report().splitlines() if x.strip().startswith("newton "))
+    assert "cannot load here: needs newton" in line and "pip install -e '.[newton,usd]'" in line
+    assert "plug-in" not in cli.report()
+
+
+def test_make_frame_view_newton_without_newton_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``backend: newton`` without newton installed raises the ImportError that names the extra, not a complaint
+    about model= and state=."""
+    import frameview as fv
+
+    monkeypatch.setitem(sys.modules, "frameview.newton", None)  # as if newton could not be imported
+    cfg = fv.FrameViewCfg.from_dict({"prim_path": "/World/Cam", "backend": "newton", "device": "cpu"})
+    with pytest.raises(ImportError):
+        fv.make_frame_view(cfg, object())

@@ -31,7 +31,8 @@ _PROVIDERS = {
 }
 
 # backend -> the module it needs to load (None: nothing beyond the package's dependencies)
-_BACKEND_NEEDS = {"usd": "pxr", "fabric": None}
+_BACKEND_NEEDS = {"usd": "pxr", "fabric": None, "newton": "newton"}
+_NEED_HOW = {"newton": "install the newton extra: pip install -e '.[newton,usd]' (from a clone)"}
 
 _PACKAGES = ("warp-lang", "numpy", "usd-core", "usd-exchange", "ovstage", "newton", "torch", "isaaclab")
 
@@ -115,7 +116,7 @@ def report() -> str:
     from .config import available_backends
 
     cannot: dict[str, str] = {}
-    for module in {"pxr", *(m for _, m, _ in _PROVIDERS.values())}:
+    for module in {"pxr", "newton", *(m for _, m, _ in _PROVIDERS.values())}:
         why = _try_import(module)
         if why is not None:
             cannot[module] = why
@@ -133,7 +134,8 @@ def report() -> str:
         if need == "?":
             lines.append(f"  {name:<8} registered by a plug-in (frameview.backends entry point)")
         elif need in cannot:
-            lines.append(f"  {name:<8} cannot load here: needs {need} ({cannot[need]}); {_PROVIDERS['memory'][2]}")
+            how = _NEED_HOW.get(need, _PROVIDERS["memory"][2])
+            lines.append(f"  {name:<8} cannot load here: needs {need} ({cannot[need]}); {how}")
         else:
             lines.append(f"  {name:<8} ok")
 

@@ -144,13 +144,14 @@ def _fabric_factory(prim_path: str | Sequence[str], *, stage: Any, device: str, 
 
 
 def _newton_factory(prim_path: str | Sequence[str], *, stage: Any, device: str, **options: Any) -> Any:
+    from .newton import NewtonFrameView  # without newton installed: an ImportError naming the extra
+
     missing = [name for name in ("model", "state") if name not in options]
     if missing:
         raise TypeError(
             f"make_frame_view: backend 'newton' needs {' and '.join(missing)}: "
             "make_frame_view(cfg, stage, model=model, state=lambda: current_state)"
         )
-    from .newton import NewtonFrameView
 
     _reject_options("newton", options, ("model", "state"))
     return NewtonFrameView(prim_path, stage=stage, device=device, **options)
