@@ -69,6 +69,12 @@ def _snapshot(robots: fv.BaseFrameView, cams: fv.BaseFrameView) -> list[np.ndarr
     return out
 
 
+def _assert_identical(results: list[list[np.ndarray]], kind: str) -> None:
+    """The arrays of the Warp-native run and of the ``kind`` run are equal bit for bit."""
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_array_equal(a, b, err_msg=kind)
+
+
 def _tdev(device: str) -> str:
     return "cpu" if device == "cpu" else "cuda:0"
 
@@ -144,8 +150,7 @@ def test_data_kinds_write_what_warp_writes(pair: Callable, device: str, kind: st
             with cams.xform_local_space_writer() as w:
                 w.set_poses(*data, indices=ids)
         results.append(_snapshot(robots, cams))
-    for a, b in zip(*results, strict=True):
-        np.testing.assert_array_equal(a, b, err_msg=kind)
+    _assert_identical(results, kind)
 
 
 @pytest.mark.parametrize("kind", list(index_kinds("cpu")))
@@ -163,8 +168,7 @@ def test_index_kinds_read_and_write_what_warp_does(pair: Callable, device: str, 
         reads.append(cams.get_world_scales(rows).numpy().copy())
         reads.extend(a.numpy().copy() for a in fv.CameraPoses(cams).read(rows, "ros"))
         results.append(reads + _snapshot(robots, cams))
-    for a, b in zip(*results, strict=True):
-        np.testing.assert_array_equal(a, b, err_msg=kind)
+    _assert_identical(results, kind)
 
 
 @pytest.mark.parametrize("kind", list(mask_kinds("cpu")))
@@ -180,8 +184,7 @@ def test_mask_kinds_read_and_write_what_warp_does(pair: Callable, device: str, k
         reads = [a.numpy()[ROWS].copy() for a in cams.get_world_poses(mask=m)]
         reads.extend(a.numpy()[ROWS].copy() for a in fv.CameraPoses(cams).read(mask=m, convention="ros"))
         results.append(reads + _snapshot(robots, cams))
-    for a, b in zip(*results, strict=True):
-        np.testing.assert_array_equal(a, b, err_msg=kind)
+    _assert_identical(results, kind)
 
 
 def test_as_torch_is_a_remembered_zero_copy_view(pair: Callable, device: str) -> None:

@@ -77,10 +77,14 @@ def borrow_rows(tensor: Any, dtype: Any, width: int) -> wp.array | None:
         return None
     if shape[0] > 1 and stride[1] != 1 and width > 1:
         return None
-    row_stride = stride[0] * 4 if shape[0] > 1 else width * 4
-    array = wp.array(ptr=tensor.data_ptr(), dtype=dtype, shape=(shape[0],), strides=(row_stride,),
-                     device=_device(tensor.device), copy=False)  # fmt: skip
-    return _keep(_ARRAYS, key, array)
+    return _keep(_ARRAYS, key, _vector_rows(tensor.data_ptr(), shape[0], stride[0] * 4, dtype, _device(tensor.device)))
+
+
+def _vector_rows(ptr: int, rows: int, row_bytes: int, dtype: Any, device: wp.context.Device) -> wp.array:
+    """An (M,) ``dtype`` Warp array over float32 rows ``row_bytes`` apart at ``ptr`` (owns nothing)."""
+    if rows <= 1:  # a single row's stride is arbitrary: any will do
+        row_bytes = int(getattr(dtype, "_length_", 1)) * 4
+    return wp.array(ptr=ptr, dtype=dtype, shape=(rows,), strides=(row_bytes,), device=device, copy=False)
 
 
 def torch_on(tensor: Any, device: wp.context.Device) -> bool:
@@ -98,10 +102,7 @@ def rows_view(array: wp.array, dtype: Any) -> wp.array | None:
     width = int(getattr(dtype, "_length_", 1))
     if array.shape[1] != width or (array.shape[0] > 1 and array.strides[1] != 4):
         return None
-    row_stride = array.strides[0] if array.shape[0] > 1 else width * 4
-    view = wp.array(ptr=array.ptr, dtype=dtype, shape=(array.shape[0],), strides=(row_stride,), device=array.device,
-                    copy=False)  # fmt: skip
-    return _keep(_ARRAYS, key, view)
+    return _keep(_ARRAYS, key, _vector_rows(array.ptr, array.shape[0], array.strides[0], dtype, array.device))
 
 
 def borrow_indices(tensor: Any) -> wp.array | None:

@@ -57,6 +57,7 @@ class ArgumentsMixin:
     _narrow_cmds: dict[Any, RecordedLaunch]
     _casts: dict[Any, Any]
     _staging: dict[tuple, tuple[wp.array, np.ndarray, wp.array]]
+    """Host data's staging (pageable) and device buffers, and the staging buffer as NumPy, by (argument, dtype)."""
     _index_buffer: wp.array
     _index_stage: wp.array | None
     _index_host: np.ndarray
@@ -161,15 +162,14 @@ class ArgumentsMixin:
             return Rows(INDEXED, n, indices=out, checked=False, source=source, narrow=(narrow_kernel(indices.dtype),
                                                                                      indices))  # fmt: skip
         if n:  # other dtypes and strided arrays: one launch into contiguous int32
-            kernel = narrow_kernel(indices.dtype)
-            params = [indices, self.count, out]
-            cmds = self._narrow_cmds
-            cmd = cmds.get(indices.dtype)  # one overload per dtype
-            if cmd is None or self._errors.is_capturing():
-                if cmd is None and not self._errors.is_capturing():
-                    cmds[indices.dtype] = RecordedLaunch(kernel, n, params, self._device, block_dim_for(self._device))
+            kernel, params = narrow_kernel(indices.dtype), [indices, self.count, out]
+            if self._errors.is_capturing():  # inside the caller's capture: a plain launch, captured there
                 wp.launch(kernel, dim=n, inputs=params, device=self._device)
-            else:
+            else:  # one recorded launch per dtype (one overload each)
+                cmd = self._narrow_cmds.get(indices.dtype)
+                if cmd is None:
+                    cmd = self._narrow_cmds[indices.dtype] = RecordedLaunch(kernel, n, params, self._device,
+                                                                           block_dim_for(self._device))  # fmt: skip
                 cmd.launch(n, params)
         return Rows(INDEXED, n, indices=out, checked=False, source=source)
 
@@ -177,7 +177,6 @@ class ArgumentsMixin:
         """A boolean (``count``,) mask (default: the view's count) as a ``wp.bool`` array on the view's device
         (zero-copy for device inputs)."""
         count = self.count if count is None else count
-        mask = unwrap(mask)
         if is_torch_tensor(mask):
             if mask.dtype != sys.modules["torch"].bool:
                 raise TypeError(f"mask: expected a boolean tensor, got dtype {mask.dtype}")
@@ -339,16 +338,15 @@ class ArgumentsMixin:
                     raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({fast.shape[0]}, {width})")
                 return (fast if rows else None), False
         width = _width(dtype)
-        if self._device_rows and select is None and self._device.is_cuda and isinstance(value, (np.ndarray, list)):
-            return self._host_rows_to_device(value, name, dtype, rows, masked_rows), True
-        arr, from_host = self._to_float32_rows(value, name, width)
+        arr, from_host = self._to_float32_rows(value, name, width)  # host data for a CUDA view stays NumPy
         if arr.shape[0] != rows:
             raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({arr.shape[0]}, {width})")
         if rows == 0:
             return None, from_host
         check_norm = dtype is wp.quatf
+        host = None
         if select is not None or from_host:
-            host = to_numpy(arr)
+            host = arr if isinstance(arr, np.ndarray) else to_numpy(arr)
             read = None  # the rows the write reads: all, or a mask's
             if select is not None:
                 read = to_numpy(select)
@@ -357,8 +355,8 @@ class ArgumentsMixin:
             check_host_rows(host, read, name, check_norm)
         if select is not None:
             arr = wp.array(host[read], dtype=wp.float32, device=self._device)
-        elif arr.device.is_cpu and self._device.is_cuda:  # host data for a CUDA view: one staged copy
-            arr = self._staged_rows(to_numpy(arr), name)
+        elif host is not None and self._device.is_cuda:  # host data for a CUDA view: one staged copy
+            return self._staged_rows(host, name, dtype), from_host
         elif arr.device != self._device:  # another device's
             _wait_for_producer(arr)
             arr = wp.clone(arr, device=self._device)
@@ -369,36 +367,19 @@ class ArgumentsMixin:
             self._errors.settle(self._value_error(name, arr), now=True)
         return arr.view(dtype), from_host
 
-    def _host_rows_to_device(
-        self, value: Any, name: str, dtype: Any, rows: int, masked_rows: Callable[[], np.ndarray] | None
-    ) -> wp.array | None:
-        """NumPy or list data for a CUDA view of a device-row backend: checked on the host (the written rows), then
-        one host-to-device copy into a ``dtype`` buffer the view reuses (:meth:`_staged_rows`)."""
-        width = _width(dtype)
-        host = _host_float32_rows(value, name, f"(M, {width}) float32/float64")
-        if host.ndim != 2 or host.shape[1] != width:
-            raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(host.shape)}")
-        if host.shape[0] != rows:
-            raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({host.shape[0]}, {width})")
-        if rows == 0:
-            return None
-        check_host_rows(host, None if masked_rows is None else masked_rows(), name, dtype is wp.quatf)
-        return self._staged_rows(host, name, dtype)
-
-    def _staged_rows(self, host: np.ndarray, name: str, dtype: Any = None) -> wp.array:
-        """Host rows ((M, width) float32 NumPy) copied to the view's CUDA device through buffers the view reuses
-        (per argument name): one host-to-device copy, no allocation; the result is (M,) ``dtype`` (default: (M,
-        width) float32). The staging buffer is pageable memory, which the copy has consumed when ``wp.copy``
-        returns, so the next call may overwrite it."""
+    def _staged_rows(self, host: np.ndarray, name: str, dtype: Any) -> wp.array:
+        """Checked host rows ((M, width) NumPy) copied to the view's CUDA device as (M,) ``dtype`` through buffers
+        the view reuses (per argument name and dtype): one host-to-device copy, no allocation. The staging buffer
+        is pageable memory, which the copy has consumed when ``wp.copy`` returns, so the next call may overwrite it;
+        the device buffer is read by this call's launches (or copied by a writer scope) before the next one."""
         n, width = host.shape
-        key = (name, dtype, width)
+        key = (name, dtype)
         bufs = self._staging.get(key)
         if bufs is None or bufs[0].shape[0] < n:
             self._outside_capture("its staging buffers")
             cap = max(n, self.count)
-            shape, kind = ((cap,), dtype) if dtype is not None else ((cap, width), wp.float32)
-            stage = wp.empty(shape, dtype=kind, device="cpu")
-            device = wp.empty(shape, dtype=kind, device=self._device)
+            stage = wp.empty(cap, dtype=dtype, device="cpu")
+            device = wp.empty(cap, dtype=dtype, device=self._device)
             bufs = self._staging[key] = (stage, to_numpy(stage).reshape(cap, width), device)
         stage, stage_host, device = bufs
         stage_host[:n] = host
@@ -440,10 +421,9 @@ class ArgumentsMixin:
 
         return make
 
-    def _to_float32_rows(self, value: ArrayLike, name: str, width: int) -> tuple[wp.array, bool]:
-        """Any accepted array type -> (a float32 wp.array2d of shape (M, width), whether it came from the host).
-
-        Zero-copy when possible."""
+    def _to_float32_rows(self, value: ArrayLike, name: str, width: int) -> tuple[Any, bool]:
+        """Any accepted array type -> (float32 rows of shape (M, width), whether it came from the host): a Warp
+        array, zero-copy when possible, or, for a CUDA view, host data as NumPy (the caller stages it)."""
         expected = f"(M, {width}) float32/float64"
         if isinstance(value, wp.array):
             value, from_host = self._warp_float32_rows(value, name, width, expected)
@@ -454,8 +434,9 @@ class ArgumentsMixin:
         if isinstance(value, np.ndarray):
             if value.ndim != 2 or value.shape[1] != width:
                 raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
-            device = self._device if self._device.is_cpu else "cpu"
-            value = wp.array(value, dtype=wp.float32, device=device, copy=False)
+            if self._device.is_cuda:  # the caller checks and stages it (_staged_rows)
+                return value, from_host
+            value = wp.array(value, dtype=wp.float32, device=self._device, copy=False)
         if value.ndim != 2 or value.shape[1] != width:
             raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
         return value, from_host

@@ -108,7 +108,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         self._all_rows = Rows(ALL, self.count)
         self._narrow_cmds: dict[Any, Any] = {}  # recorded index-narrowing launches, by index dtype
         self._casts: dict[Any, Any] = {}  # the last float32 cast of each kind of torch data (kept alive)
-        self._staging: dict[str, Any] = {}  # host data's staging and device buffers, by argument name
+        self._staging: dict[tuple, Any] = {}  # host data's staging and device buffers, by (argument, dtype)
         self._last_rows: tuple[Any, bool, tuple, Rows] | None = None  # (device indices or mask, is mask, layout, Rows)
 
     # ---------------------------------------------------------------- properties
