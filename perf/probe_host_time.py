@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--envs", type=int, default=8192)
     p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--cases", nargs="*", default=None, help="only these kinds (default: all)")
+    p.add_argument("--sort", default="tottime", help="cProfile sort key (tottime, cumulative)")
+    p.add_argument("--top", type=int, default=10, help="cProfile lines per kind")
     args = p.parse_args(argv)
     import torch
 
@@ -56,13 +59,22 @@ def main(argv: list[str] | None = None) -> int:
         with robots.xform_world_space_writer() as w:
             w.set_poses(pos, quat, wids)
 
+    def scope_torch() -> None:
+        with robots.xform_world_space_writer() as w:
+            w.set_poses(t_pos, t_quat, t_ids)
+
+    state = torch.zeros((256, 13), device=tdev)
+    state[:, :3], state[:, 3:7] = t_pos, t_quat
     cases = {
         "warp": lambda: robots.set_world_poses(pos, quat, wids),
         "torch_ids": lambda: robots.set_world_poses(pos, quat, t_ids),
         "torch": lambda: robots.set_world_poses(t_pos, t_quat, t_ids),
+        "slices": lambda: robots.set_world_poses(state[:, :3], state[:, 3:7], t_ids),
         "numpy": lambda: robots.set_world_poses(np_pos, np_quat, ids),
         "scope": scope,
+        "scope_torch": scope_torch,
     }
+    cases = {name: call for name, call in cases.items() if not args.cases or name in args.cases}
     try:
         for name, call in cases.items():
             for _ in range(20):
@@ -82,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             wp.synchronize_device(dev)
             prof.disable()
             out = io.StringIO()
-            pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(8)
-            print("\n".join(out.getvalue().splitlines()[6:16]))
+            pstats.Stats(prof, stream=out).sort_stats(args.sort).print_stats(args.top)
+            print("\n".join(out.getvalue().splitlines()[6 : 8 + args.top]))
     finally:
         robots.close()
     return 0

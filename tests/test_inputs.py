@@ -187,6 +187,39 @@ def test_mask_kinds_read_and_write_what_warp_does(pair: Callable, device: str, k
     _assert_identical(results, kind)
 
 
+@pytest.mark.parametrize("dtype", ["int64", "int32_strided"])
+def test_torch_ids_of_one_layout_refilled_between_calls(pair: Callable, device: str, dtype: str) -> None:
+    """A torch index tensor refilled in place, and new tensor objects over the same memory (what a loop that
+    rebuilds its ids gets back from torch's allocator), select the rows they hold now, across calls that narrow the
+    ids in their own launches (getters, setters) and calls that do not (visibility, writer scopes), with host
+    indices read in between."""
+    tdev = _tdev(device)
+    store = torch.zeros(2 * len(ROWS), dtype=torch.int64 if dtype == "int64" else torch.int32, device=tdev)
+    ids = store if dtype == "int64" else store[::2]
+    robots, cams = pair()
+    native_robots, native_cams = pair()
+    rng = np.random.default_rng(6)
+    for step, rows in enumerate(([6, 0, 3], [1, 2, 7], [5, 4, 0])):
+        ids[: len(ROWS)].copy_(torch.tensor(rows, dtype=store.dtype))
+        passed = ids[: len(ROWS)] if step % 2 else ids[: len(ROWS)].view(-1)  # a new object each call
+        native = wp.array(rows, dtype=wp.int32, device=device)
+        p, q = _native(device, rng.uniform(-2, 2, (len(ROWS), 3)), random_quats(rng, len(ROWS)))
+        results = []
+        for view_pair, chosen in (((native_robots, native_cams), native), ((robots, cams), passed)):
+            r, c = view_pair
+            reads = [a.numpy().copy() for a in c.get_world_poses(chosen)]
+            r.set_world_poses(p, q, indices=chosen)
+            reads.append(c.get_world_scales([len(ROWS) - step]).numpy().copy())  # other rows through the buffers
+            if c.backend != "newton":  # Newton reads visibility only
+                c.set_visibility(step % 2 == 0, indices=chosen)
+                reads.append(c.get_visibility().numpy().copy())
+            with c.xform_local_space_writer() as w:
+                w.set_poses(p.numpy() * 0.5, indices=chosen)
+            reads.extend(a.numpy().copy() for a in c.get_local_poses(chosen))
+            results.append(reads + _snapshot(r, c))
+        _assert_identical(results, f"{dtype} step {step}")
+
+
 def test_as_torch_is_a_remembered_zero_copy_view(pair: Callable, device: str) -> None:
     """``fv.as_torch`` of a getter's output shares its memory, is the same tensor on the next call, and shows the
     next call's values (outputs are reused buffers)."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import warp as wp
 
-__all__ = ["as_torch", "borrow_indices", "borrow_mask", "borrow_rows", "rows_view", "torch_on"]
+__all__ = ["as_torch", "borrow_indices", "borrow_mask", "borrow_rows", "borrow_rows_on", "rows_view", "torch_on"]
 
 _MAX_KEPT = 256
 _ARRAYS: dict[tuple, wp.array] = {}
@@ -78,6 +78,18 @@ def borrow_rows(tensor: Any, dtype: Any, width: int) -> wp.array | None:
     if shape[0] > 1 and stride[1] != 1 and width > 1:
         return None
     return _keep(_ARRAYS, key, _vector_rows(tensor.data_ptr(), shape[0], stride[0] * 4, dtype, _device(tensor.device)))
+
+
+def borrow_rows_on(tensor: Any, dtype: Any, width: int, device: wp.context.Device) -> wp.array | None:
+    """:func:`borrow_rows` for a view on ``device``: ``None`` also when the tensor lives elsewhere. One key per
+    call (the reset path's cost per torch argument: building it and one dictionary lookup)."""
+    key = (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype, tensor.device, dtype)
+    array = _ARRAYS.get(key)
+    if array is None:
+        array = borrow_rows(tensor, dtype, width)
+        if array is None:
+            return None
+    return array if array.device is device else None
 
 
 def _vector_rows(ptr: int, rows: int, row_bytes: int, dtype: Any, device: wp.context.Device) -> wp.array:

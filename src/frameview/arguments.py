@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
-from ._interop import borrow_indices, borrow_mask, borrow_rows, rows_view, torch_on
+from ._interop import borrow_indices, borrow_mask, borrow_rows, borrow_rows_on, rows_view, torch_on
 from ._launch import RecordedLaunch, block_dim_for
 from ._rows import CODE_ZERO_QUATERNION, INDEXED, MASK, DeviceErrors, Rows, is_torch_tensor, split_status
 from .host import CAPTURE_LOCK, to_numpy
@@ -35,6 +35,8 @@ ArrayLike = Any
 """A Warp array, NumPy array or torch tensor of shape (M, 3) or (M, 4) (or a Warp vector array of shape (M,))."""
 
 _INDEX_KINDS = ("i", "u")
+_MASK_KEY = "mask"
+"""The keyword part of :attr:`ArgumentsMixin._last_rows`'s key for masks (indices: whether the backend narrows)."""
 _WARP_INDEX_DTYPES = INDEX_DTYPES
 
 
@@ -49,7 +51,7 @@ class ArgumentsMixin:
     _device_rows: bool
     _errors: DeviceErrors
     _all_rows: Rows
-    _last_rows: tuple[Any, bool, tuple, Rows] | None
+    _last_rows: tuple[Any, Any, tuple, Rows] | None
     _folds_narrow = False
     """The backend's indexed launches narrow index arrays of other dtypes themselves (:attr:`Rows.narrow`)."""
     _narrowed: wp.array | None = None
@@ -84,22 +86,26 @@ class ArgumentsMixin:
         if indices is not None and mask is not None:
             raise TypeError("indices and mask: pass one of them, not both")
         indices, mask = unwrap(indices), unwrap(mask)
-        # The reset loop passes the same device array every call: reuse its Rows. The cache is keyed on everything
-        # that gives them their meaning: the keyword, and the array's identity, address, shape, strides and dtype.
-        value, is_mask = (indices, False) if mask is None else (mask, True)
+        # The reset loop passes device arrays of one layout every call: reuse their Rows. The cache is keyed on
+        # everything that gives them their meaning: the keyword, whether the backend narrows indices itself, and the
+        # array's address, shape, strides, dtype (and identity for Warp arrays; a torch tensor's layout is its
+        # meaning: the kept Rows hold the earlier tensor, so the address is still its memory).
+        value, how = (indices, fold and self._folds_narrow) if mask is None else (mask, _MASK_KEY)
+        layout = _layout(value)
         last = self._last_rows
-        if last is not None and last[0] is value and last[1] is is_mask and last[2] == _layout(value):
+        if last is not None and last[1] is how and last[2] == layout and (last[0] is value or len(layout) == 5):
             return last[3]
-        if is_mask:
+        if mask is not None:
             rows = Rows(MASK, self.count, mask=self._mask_to_device(mask))
-            if rows.mask is mask or (is_torch_tensor(mask) and rows.mask.ptr == mask.data_ptr()):  # not a copy
-                self._last_rows = (mask, True, _layout(mask), rows)
+            if rows.mask is mask or (len(layout) == 5 and rows.mask.ptr == layout[0]):  # not a copy
+                self._last_rows = (mask, how, layout, rows)
             return rows
         if self._device_rows:  # device indices (on the CPU too: checked by the kernels, raised by the call)
-            device_rows = self._device_indices(indices, fold and self._folds_narrow)
+            device_rows = self._device_indices(indices, how)
             if device_rows is not None:
-                if device_rows.indices is not self._narrowed:  # the caller's memory, used as is: keep its Rows
-                    self._last_rows = (indices, False, _layout(indices), device_rows)
+                # the caller's memory used as is, or narrowed by the call's own launches (Rows.narrow): keep them
+                if device_rows.indices is not self._narrowed or device_rows.narrow is not None:
+                    self._last_rows = (indices, how, layout, device_rows)
                 return device_rows
         host = self._indices_to_numpy(indices)
         self._check_host_indices(host, write)
@@ -393,7 +399,7 @@ class ArgumentsMixin:
         (M, width) float32 arrays and float32 torch tensors, zero-copy; other float torch tensors after one device
         cast. ``None``: another kind, the general path converts it."""
         if isinstance(value, wp.array):
-            if value.device != self._device:
+            if value.device is not self._device and value.device != self._device:
                 return None
             if value.dtype == dtype and value.ndim == 1:
                 return value
@@ -403,10 +409,12 @@ class ArgumentsMixin:
         if not is_torch_tensor(value):
             return None
         width = _width(dtype)
+        array = borrow_rows_on(value, dtype, width, self._device)
+        if array is not None:
+            return array
         if not torch_on(value, self._device):
             return None
-        array = borrow_rows(value, dtype, width)
-        if array is None and value.is_floating_point() and value.dtype != sys.modules["torch"].float32:
+        if value.is_floating_point() and value.dtype != sys.modules["torch"].float32:
             cast = value.detach().to(dtype=sys.modules["torch"].float32)  # one device cast
             array = borrow_rows(cast, dtype, width)
             self._casts[dtype] = cast  # the borrowed array owns nothing: keep the cast alive past the call's launches
@@ -489,12 +497,18 @@ def _host_float32_rows(value: Any, name: str, expected: str) -> np.ndarray:
 
 
 _PLAIN = (wp.array, np.ndarray, list, tuple, range, type(None))
+_PLAIN_TYPES: set[type] = set(_PLAIN)
+"""The exact types :func:`unwrap` passes through at once (others take the ``isinstance`` checks)."""
 
 
 def unwrap(value: Any) -> Any:
     """The Warp array inside an Isaac Lab ``ProxyArray``-like object (one with a ``warp`` attribute holding a
     ``wp.array``), else ``value`` itself."""
-    if isinstance(value, _PLAIN) or is_torch_tensor(value):
+    kind = type(value)
+    if kind in _PLAIN_TYPES or isinstance(value, _PLAIN):
+        return value
+    if is_torch_tensor(value):
+        _PLAIN_TYPES.add(kind)  # torch is not imported here: its tensor types are learnt as they come
         return value
     inner = getattr(value, "warp", None)
     return inner if isinstance(inner, wp.array) else value

@@ -109,7 +109,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         self._narrow_cmds: dict[Any, Any] = {}  # recorded index-narrowing launches, by index dtype
         self._casts: dict[Any, Any] = {}  # the last float32 cast of each kind of torch data (kept alive)
         self._staging: dict[tuple, Any] = {}  # host data's staging and device buffers, by (argument, dtype)
-        self._last_rows: tuple[Any, bool, tuple, Rows] | None = None  # (device indices or mask, is mask, layout, Rows)
+        self._last_rows: tuple[Any, Any, tuple, Rows] | None = None  # (device indices or mask, keyword, layout, Rows)
 
     # ---------------------------------------------------------------- properties
 
