@@ -155,3 +155,31 @@ def test_rank_device(monkeypatch: pytest.MonkeyPatch) -> None:
             fv.rank_device(gpus)
     with pytest.raises(ValueError, match="local_rank"):
         fv.rank_device(-1)
+
+
+@pytest.mark.cuda
+def test_one_nccl_rank_gathers_its_own_poses_after_each_write() -> None:
+    """A one-rank NCCL group on cuda:0 (the path multi-GPU code takes on one GPU: no collective, one copy): after
+    each write, the gather holds the poses written (float64 truth of the write: the robots' world positions), in a
+    new tensor per call, for a view and a Warp pair, with dst=0 too."""
+    if not torch.cuda.is_available() or not dist.is_nccl_available():
+        pytest.skip("needs CUDA and NCCL")
+    if dist.is_initialized():
+        pytest.skip("torch.distributed is already initialised in this process")
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=torch.device("cuda:0"))
+    try:
+        stage = rank_stage(0)
+        with fv.FabricFrameView(env_paths(4, "/Robot"), stage=stage, device="cuda:0") as robots:
+            rng = np.random.default_rng(11)
+            previous = None
+            for _ in range(3):
+                pos = rng.uniform(-3, 3, (robots.count, 3))
+                robots.set_world_poses(pos)
+                for g in (fv.all_gather_poses(robots), fv.all_gather_poses(robots.get_world_poses(), dst=0)):
+                    assert g.counts == (robots.count,) and g.positions.device.type == "cuda"
+                    np.testing.assert_allclose(g.positions.cpu().numpy(), pos, atol=1e-5)
+                    if previous is not None:
+                        assert g.positions.data_ptr() != previous.positions.data_ptr()
+                    previous = g
+    finally:
+        dist.destroy_process_group()

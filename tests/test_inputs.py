@@ -280,3 +280,50 @@ def test_reset_with_torch_tensors_captured_in_a_torch_graph(backend: str) -> Non
     finally:
         for view in views:
             view.close()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_numpy_writes_back_to_back_each_write_their_values(backend: str) -> None:
+    """Host data and host indices for a CUDA view go through pinned staging buffers copied asynchronously: many
+    writes queued without a wait, each of other rows and values, leave the stage as the last write of each row put
+    it (float64 truth of the positions written: a robot has no parent offset on this stage)."""
+    stage = build_env_stage(NUM_ENVS, seed=8, robot_scale="uniform")
+    robots = BACKENDS[backend](ROBOTS, stage, "cuda:0")
+    try:
+        rng = np.random.default_rng(12)
+        expected = robots.get_world_poses()[0].numpy().astype(np.float64)
+        for _ in range(40):
+            rows = rng.choice(NUM_ENVS, 3, replace=False)
+            pos = rng.uniform(-4, 4, (3, 3))
+            robots.set_world_poses(pos, random_quats(rng, 3), indices=rows)
+            expected[rows] = pos
+        np.testing.assert_allclose(robots.get_world_poses()[0].numpy(), expected, atol=1e-5)
+        robots.check()
+    finally:
+        robots.close()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_host_data_inside_a_capture_is_refused(backend: str) -> None:
+    """Inside a CUDA graph capture, host indices or data are refused with a message naming the argument (a replay
+    would copy the staging buffer's contents at that time, not the values passed); device inputs are captured."""
+    if backend == "usd":
+        pytest.skip("the usd backend works on the host: nothing to capture")
+    stage = build_env_stage(NUM_ENVS, seed=9, robot_scale="uniform")
+    robots = BACKENDS[backend](ROBOTS, stage, "cuda:0")
+    try:
+        pos = np.zeros((len(ROWS), 3), np.float32)
+        ids = wp.array(ROWS, dtype=wp.int32, device="cuda:0")
+        robots.set_world_poses(pos, indices=ROWS)  # warm: buffers made outside the capture
+        robots.get_world_poses(ROWS)
+        for call, match in ((lambda: robots.get_world_poses(ROWS), "indices"),
+                            (lambda: robots.set_world_poses(pos, indices=ids), "positions")):  # fmt: skip
+            with (pytest.raises(RuntimeError, match=f"{match}: host data"),
+                  wp.ScopedCapture(device="cuda:0", force_module_load=False)):  # fmt: skip
+                call()
+        robots.get_world_poses(ids)  # the view still works
+        robots.check()
+    finally:
+        robots.close()

@@ -59,7 +59,9 @@ class ArgumentsMixin:
     _narrow_cmds: dict[Any, RecordedLaunch]
     _casts: dict[Any, Any]
     _staging: dict[tuple, tuple[wp.array, np.ndarray, wp.array]]
-    """Host data's staging (pageable) and device buffers, and the staging buffer as NumPy, by (argument, dtype)."""
+    """Host data's staging (pinned) and device buffers, and the staging buffer as NumPy, by (argument, dtype)."""
+    _staged: Any
+    """CUDA: a ``wp.Event`` recorded after the last copy out of the staging buffers (None before the first)."""
     _index_buffer: wp.array
     _index_stage: wp.array | None
     _index_host: np.ndarray
@@ -135,11 +137,34 @@ class ArgumentsMixin:
         if n > self._index_buffer.shape[0]:  # more indices than prims (repeated reads): a one-off array
             out = wp.array(np.ascontiguousarray(host, dtype=np.int32), dtype=wp.int32, device=self._device)
             return Rows(INDEXED, n, indices=out)
+        if n and self._index_stage is not None:
+            self._staging_free("indices")
         self._index_host[:n] = host  # bounds checked above: the int32 cast is exact
         out = self._head(self._index_buffer, n)
-        if n and self._index_stage is not None:  # pageable staging: the copy has consumed it when wp.copy returns
-            wp.copy(out, self._index_stage, count=n)
+        if n and self._index_stage is not None:
+            self._copy_staged(out, self._index_stage, n)
         return Rows(INDEXED, n, indices=out)
+
+    def _staging_free(self, name: str) -> None:
+        """Before host data is written into the (pinned) staging buffers of a CUDA view: refuse inside a graph
+        capture (a replay would copy whatever the buffer holds then, not the values passed), and wait until the
+        copies queued by earlier calls have read the buffers (they usually have: one event, already complete)."""
+        if self._errors.is_capturing():
+            raise RuntimeError(
+                f"{name}: host data (NumPy arrays, lists, CPU tensors) cannot be captured in a CUDA graph: the graph "
+                "would replay the copy of a staging buffer, not the values passed; inside a capture pass arrays on "
+                f"the view's device ({self._device})"
+            )
+        if self._staged is not None:
+            wp.synchronize_event(self._staged)
+
+    def _copy_staged(self, out: wp.array, stage: wp.array, n: int) -> None:
+        """Copy ``n`` staged elements to the device: asynchronous (pinned memory), in stream order before the
+        call's launches; an event after it tells the next call when the staging buffer may be written again."""
+        wp.copy(out, stage, count=n)
+        if self._staged is None:
+            self._staged = wp.Event(self._device)
+        wp.record_event(self._staged)
 
     def _device_indices(self, indices: IndicesLike, fold: bool = False) -> Rows | None:
         """Indices already on the view's device (Warp arrays, torch tensors: zero-copy), as int32 without a host
@@ -375,22 +400,22 @@ class ArgumentsMixin:
 
     def _staged_rows(self, host: np.ndarray, name: str, dtype: Any) -> wp.array:
         """Checked host rows ((M, width) NumPy) copied to the view's CUDA device as (M,) ``dtype`` through buffers
-        the view reuses (per argument name and dtype): one host-to-device copy, no allocation. The staging buffer
-        is pageable memory, which the copy has consumed when ``wp.copy`` returns, so the next call may overwrite it;
-        the device buffer is read by this call's launches (or copied by a writer scope) before the next one."""
+        the view reuses (per argument name and dtype): one asynchronous host-to-device copy out of pinned memory,
+        no allocation (:meth:`_staging_free`, :meth:`_copy_staged`); the device buffer is read by this call's
+        launches (or copied by a writer scope) before the next call's copy, in stream order."""
         n, width = host.shape
+        self._staging_free(name)
         key = (name, dtype)
         bufs = self._staging.get(key)
         if bufs is None or bufs[0].shape[0] < n:
-            self._outside_capture("its staging buffers")
             cap = max(n, self.count)
-            stage = wp.empty(cap, dtype=dtype, device="cpu")
+            stage = wp.empty(cap, dtype=dtype, device="cpu", pinned=True)
             device = wp.empty(cap, dtype=dtype, device=self._device)
             bufs = self._staging[key] = (stage, to_numpy(stage).reshape(cap, width), device)
         stage, stage_host, device = bufs
         stage_host[:n] = host
         out = self._head(device, n)
-        wp.copy(out, self._head(stage, n))
+        self._copy_staged(out, stage, n)
         return out
 
     def _device_data(self, value: Any, dtype: Any) -> wp.array | None:

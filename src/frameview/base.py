@@ -100,8 +100,10 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         self._lock: Any = getattr(self, "_lock", None) or threading.RLock()  # a subclass may share a wider lock
         self._thread_buffers = threading.local()  # per-thread output buffers: {name: wp.array}
         self._index_buffer = wp.empty(max(self.count, 1), dtype=wp.int32, device=self._device)
-        # indices are staged in host memory: the device buffer itself on the CPU, a host copy for CUDA
-        self._index_stage = None if self._device.is_cpu else wp.empty_like(self._index_buffer, device="cpu")
+        # indices are staged in host memory: the device buffer itself on the CPU, a pinned host copy for CUDA
+        self._index_stage = None
+        if self._device.is_cuda:
+            self._index_stage = wp.empty(self._index_buffer.shape, dtype=wp.int32, device="cpu", pinned=True)
         self._index_host = to_numpy(self._index_buffer if self._index_stage is None else self._index_stage)
         self._heads: dict[tuple[int, int], wp.array] = {}
         self._errors = DeviceErrors(self._device)
@@ -109,6 +111,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         self._narrow_cmds: dict[Any, Any] = {}  # recorded index-narrowing launches, by index dtype
         self._casts: dict[Any, Any] = {}  # the last float32 cast of each kind of torch data (kept alive)
         self._staging: dict[tuple, Any] = {}  # host data's staging and device buffers, by (argument, dtype)
+        self._staged: Any = None  # CUDA: an event after the last copy out of the staging buffers (None: none queued)
         self._last_rows: tuple[Any, Any, tuple, Rows] | None = None  # (device indices or mask, keyword, layout, Rows)
 
     # ---------------------------------------------------------------- properties

@@ -158,7 +158,8 @@ def all_gather_poses(
     viewed as torch tensors without a copy (``wp.to_torch``), packed into one (M, 7) float32 send buffer, and
     exchanged in **one** collective (``all_gather`` or, with ``dst``, ``gather``). Ranks may hold different counts:
     each send buffer is padded to the largest count, and the padding is dropped from the result. The counts are
-    exchanged first (one small ``all_gather`` and a host read of its result) unless ``counts`` is given.
+    exchanged first (one small ``all_gather`` and a host read of its result) unless ``counts`` is given. A group of
+    one rank needs no collective: its gather is one copy of its own rows.
 
     The collective runs on the poses' device when the backend serves it (``nccl`` for CUDA, ``gloo`` for the CPU);
     otherwise the data goes through a CPU (gloo) or the current CUDA device (nccl) and the result comes back to the
@@ -194,7 +195,8 @@ def all_gather_poses(
     if hasattr(poses, "get_world_poses"):
         poses = poses.get_world_poses()
     group, world, rank, backend = _group_facts(group)
-    if dst is None and backend != "gloo" and _cuda_warp_pair(poses):  # NCCL serves the poses' device
+    own = dst is None or (world == 1 and dst == (rank if group is None else dist.get_rank()))  # all rows here
+    if own and backend != "gloo" and _cuda_warp_pair(poses):  # NCCL serves the poses' device
         pos_w, quat_w = poses
         m, device = pos_w.shape[0], _torch_device(pos_w.device.ordinal)
         counts = _all_counts(counts, m, world, rank, group, device)
@@ -214,7 +216,9 @@ def all_gather_poses(
     send = _pack(pos, quat, rows, comm, warp_device)
 
     out = torch.empty((world * rows, _WIDTH), dtype=torch.float32, device=comm) if receives else None
-    if dst is None:
+    if world == 1 and receives:  # one rank: the gathered rows are its own (the send buffer is new: the result)
+        out = send
+    elif dst is None:
         _all_gather_single(out, send, group)
     else:
         dist.gather(send, list(out.split(rows)) if out is not None else None, dst=dst, group=group)
@@ -273,8 +277,11 @@ def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], row
     same = torch_stream.cuda_stream == warp_stream.cuda_stream
     if not same:
         torch_stream.wait_stream(warp_stream)
-    out = send_tensor.new_empty((len(counts) * rows, _WIDTH))  # new each call: the result views it
-    _all_gather_single(out, send_tensor, group)
+    if len(counts) == 1:  # one rank: no collective, a copy (the result is new, the send buffer is reused)
+        out = send_tensor.clone()
+    else:
+        out = send_tensor.new_empty((len(counts) * rows, _WIDTH))  # new each call: the result views it
+        _all_gather_single(out, send_tensor, group)
     if not same:
         warp_stream.wait_stream(torch_stream)
     positions, orientations = _unpacked(out, counts, rows)
@@ -302,8 +309,11 @@ def _send_buffer(rows: int, device: Any) -> tuple[Any, wp.array]:
 def _all_counts(
     counts: Sequence[int] | None, m: int, world: int, rank: int, group: Any, comm: torch.device
 ) -> tuple[int, ...]:
-    """Every rank's row count: the caller's ``counts`` checked, or exchanged (collective on ``comm``)."""
-    return _exchange_counts(m, world, group, comm) if counts is None else _checked_counts(counts, m, world, rank)
+    """Every rank's row count: the caller's ``counts`` checked, or exchanged (collective on ``comm``; one rank knows
+    its own)."""
+    if counts is not None:
+        return _checked_counts(counts, m, world, rank)
+    return (m,) if world == 1 else _exchange_counts(m, world, group, comm)
 
 
 def _checked_counts(counts: Sequence[int], m: int, world: int, rank: int) -> tuple[int, ...]:
