@@ -93,7 +93,7 @@ def time_calls(
     device: wp.Device,
     clock: Callable[[], float],
 ) -> dict[str, list[float]]:
-    """Seconds per call: ``reps[name]`` samples of ``number[name]`` calls each, interleaved round-robin.
+    """Seconds per call: ``reps[name]`` samples of ``number[name]`` calls each, the implementations taking turns.
 
     Interleaving spreads machine noise over all functions alike; as in ``timeit``, the garbage collector is
     collected before and disabled during each sample, and Warp is synchronised before every clock read.

@@ -8,8 +8,6 @@ launched three times each. Run it under ``ncu``, e.g.::
     ncu --kernel-name regex:"solve_flat|commit_flat|mask_poses" --launch-skip 3 --launch-count 3 \\
         --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \\
         python perf/ncu_reset.py
-
-(``perf/results/ncu_h200_round10.txt`` is that command's output on an H200.)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 """Host time of one reset write per input kind: where the time over the Warp-native call goes.
 
 8192 envs on the embedded Fabric model, a 256-env write of the robots, 200 calls per kind: prints the host time
-per call before the final drain, the drain, and the top cProfile entries (tottime). Kinds: ``warp`` (vec3f / quatf,
+per call before the closing drain, the drain, and the top cProfile entries (tottime). Kinds: ``warp`` (vec3f / quatf,
 int32 Warp ids), ``torch_ids`` (Warp data, torch int64 ids), ``torch`` (torch data and int64 ids), ``numpy``
 (NumPy data and ids), ``scope`` (the Warp-native write through ``xform_world_space_writer``).
 

@@ -172,10 +172,10 @@ def measure_fabric(scene: Scene, args: argparse.Namespace, timer: Timer, checks:
     return rows
 
 
-def measure_interleaved(envs: int, args: argparse.Namespace, rounds: int = 20, per_round: int = 25) -> list[dict]:
-    """The scoped slot rebuild on every filler size at once, in interleaved rounds.
+def measure_interleaved(envs: int, args: argparse.Namespace, passes: int = 20, per_pass: int = 25) -> list[dict]:
+    """The scoped slot rebuild on every filler size at once, in interleaved passes.
 
-    All scenes of one envs value are held together and measured in turn, round after round, so that anything else
+    All scenes of one envs value are held together and measured in turn, pass after pass, so that anything else
     running on the host slows every stage size alike: the flatness check (max/min over stage sizes) then compares
     stage sizes, not moments. Metrics ``slot_rebuild_children_interleaved`` / ``slot_rebuild_parents_interleaved``.
     """
@@ -199,13 +199,13 @@ def measure_interleaved(envs: int, args: argparse.Namespace, rounds: int = 20, p
         gc.collect()
         gc.disable()
         try:
-            with bar(rounds, f"interleaved rebuild, envs={envs}", "rounds") as b:
-                for _ in range(rounds):
+            with bar(passes, f"interleaved rebuild, envs={envs}", "passes") as b:
+                for _ in range(passes):
                     for scene, _v, fns in cases:
                         with scene.fabric.lock:
                             for metric, fn in fns.items():
                                 out = samples.setdefault((scene.arrays.filler, metric), [])
-                                for _ in range(per_round):
+                                for _ in range(per_pass):
                                     sync()
                                     t0 = time.perf_counter()
                                     fn()
