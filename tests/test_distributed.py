@@ -169,7 +169,7 @@ def test_one_nccl_rank_gathers_its_own_poses_after_each_write() -> None:
     dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=torch.device("cuda:0"))
     try:
         stage = rank_stage(0)
-        with fv.FabricFrameView(env_paths(4, "/Robot"), stage=stage, device="cuda:0") as robots:
+        with fv.FabricFrameView(env_paths(2, "/Robot"), stage=stage, device="cuda:0") as robots:
             rng = np.random.default_rng(11)
             previous = None
             for _ in range(3):

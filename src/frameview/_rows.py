@@ -233,6 +233,12 @@ class DeviceErrors:
             now: Report before returning even on CUDA (a host sync; used when the inputs came from the host).
             published: The call's launches ended with :meth:`publish` (counted there or by :meth:`executed`).
         """
+        if now and self.deferred and published and not self.is_capturing():
+            # the call's launches published its word into pinned memory: wait for the stream, then read it (an
+            # earlier call's error is reported as that call's, not this one's)
+            self._pending[self._calls] = make_error
+            self.poll(wait=True)
+            return
         if not self.deferred or now:
             if self._pending:  # an earlier call's error is reported as that call's, not this one's
                 self.poll(wait=True)

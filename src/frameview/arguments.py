@@ -60,8 +60,8 @@ class ArgumentsMixin:
     _casts: dict[Any, Any]
     _staging: dict[tuple, tuple[wp.array, np.ndarray, wp.array]]
     """Host data's staging (pinned) and device buffers, and the staging buffer as NumPy, by (argument, dtype)."""
-    _staged: Any
-    """CUDA: a ``wp.Event`` recorded after the last copy out of the staging buffers (None before the first)."""
+    _staged: dict[Any, Any]
+    """CUDA: per staging buffer (``"indices"``, or (argument, dtype)), a ``wp.Event`` after the last copy out of it."""
     _index_buffer: wp.array
     _index_stage: wp.array | None
     _index_host: np.ndarray
@@ -138,33 +138,35 @@ class ArgumentsMixin:
             out = wp.array(np.ascontiguousarray(host, dtype=np.int32), dtype=wp.int32, device=self._device)
             return Rows(INDEXED, n, indices=out)
         if n and self._index_stage is not None:
-            self._staging_free("indices")
+            self._staging_free("indices", "indices")
         self._index_host[:n] = host  # bounds checked above: the int32 cast is exact
         out = self._head(self._index_buffer, n)
         if n and self._index_stage is not None:
-            self._copy_staged(out, self._index_stage, n)
+            self._copy_staged(out, self._index_stage, n, "indices")
         return Rows(INDEXED, n, indices=out)
 
-    def _staging_free(self, name: str) -> None:
-        """Before host data is written into the (pinned) staging buffers of a CUDA view: refuse inside a graph
-        capture (a replay would copy whatever the buffer holds then, not the values passed), and wait until the
-        copies queued by earlier calls have read the buffers (they usually have: one event, already complete)."""
+    def _staging_free(self, name: str, key: Any) -> None:
+        """Before host data is written into staging buffer ``key`` (pinned) of a CUDA view: refuse inside a graph
+        capture (a replay would copy whatever the buffer holds then, not the values passed), and wait until the copy
+        an earlier call queued out of that buffer has run (it usually has: one completed event)."""
         if self._errors.is_capturing():
             raise RuntimeError(
                 f"{name}: host data (NumPy arrays, lists, CPU tensors) cannot be captured in a CUDA graph: the graph "
                 "would replay the copy of a staging buffer, not the values passed; inside a capture pass arrays on "
                 f"the view's device ({self._device})"
             )
-        if self._staged is not None:
-            wp.synchronize_event(self._staged)
+        event = self._staged.get(key)
+        if event is not None:
+            wp.synchronize_event(event)
 
-    def _copy_staged(self, out: wp.array, stage: wp.array, n: int) -> None:
-        """Copy ``n`` staged elements to the device: asynchronous (pinned memory), in stream order before the
-        call's launches; an event after it tells the next call when the staging buffer may be written again."""
+    def _copy_staged(self, out: wp.array, stage: wp.array, n: int, key: Any) -> None:
+        """Copy ``n`` elements of staging buffer ``key`` to the device: asynchronous (pinned memory), in stream
+        order before the call's launches; an event after it tells a later call when the buffer may be written."""
         wp.copy(out, stage, count=n)
-        if self._staged is None:
-            self._staged = wp.Event(self._device)
-        wp.record_event(self._staged)
+        event = self._staged.get(key)
+        if event is None:
+            event = self._staged[key] = wp.Event(self._device)
+        wp.record_event(event)
 
     def _device_indices(self, indices: IndicesLike, fold: bool = False) -> Rows | None:
         """Indices already on the view's device (Warp arrays, torch tensors: zero-copy), as int32 without a host
@@ -404,8 +406,8 @@ class ArgumentsMixin:
         no allocation (:meth:`_staging_free`, :meth:`_copy_staged`); the device buffer is read by this call's
         launches (or copied by a writer scope) before the next call's copy, in stream order."""
         n, width = host.shape
-        self._staging_free(name)
         key = (name, dtype)
+        self._staging_free(name, key)
         bufs = self._staging.get(key)
         if bufs is None or bufs[0].shape[0] < n:
             cap = max(n, self.count)
@@ -415,7 +417,7 @@ class ArgumentsMixin:
         stage, stage_host, device = bufs
         stage_host[:n] = host
         out = self._head(device, n)
-        self._copy_staged(out, stage, n)
+        self._copy_staged(out, stage, n, key)
         return out
 
     def _device_data(self, value: Any, dtype: Any) -> wp.array | None:

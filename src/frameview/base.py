@@ -111,7 +111,7 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         self._narrow_cmds: dict[Any, Any] = {}  # recorded index-narrowing launches, by index dtype
         self._casts: dict[Any, Any] = {}  # the last float32 cast of each kind of torch data (kept alive)
         self._staging: dict[tuple, Any] = {}  # host data's staging and device buffers, by (argument, dtype)
-        self._staged: Any = None  # CUDA: an event after the last copy out of the staging buffers (None: none queued)
+        self._staged: dict[Any, Any] = {}  # CUDA: per staging buffer, an event after the last copy out of it
         self._last_rows: tuple[Any, Any, tuple, Rows] | None = None  # (device indices or mask, keyword, layout, Rows)
 
     # ---------------------------------------------------------------- properties
