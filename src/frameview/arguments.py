@@ -9,6 +9,7 @@ kernels' dtype on the view's device (host data checked on the host, device data 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ import warp as wp
 from ._interop import borrow_indices, borrow_mask, borrow_rows, borrow_rows_on, rows_view, torch_on
 from ._launch import RecordedLaunch, block_dim_for
 from ._rows import CODE_ZERO_QUATERNION, INDEXED, MASK, DeviceErrors, Rows, is_torch_tensor, split_status
+from ._staging import HostStaging, call_bytes
 from .host import CAPTURE_LOCK, to_numpy
 from .kernels.arguments import INDEX_DTYPES, check_values, narrow_kernel
 
@@ -58,12 +60,9 @@ class ArgumentsMixin:
     """The index buffer head the last narrowing launch wrote (Rows over it are not kept: its contents change)."""
     _narrow_cmds: dict[Any, RecordedLaunch]
     _casts: dict[Any, Any]
-    _staging: dict[tuple, tuple[wp.array, np.ndarray, wp.array]]
-    """Host data's staging (pinned) and device buffers, and the staging buffer as NumPy, by (argument, dtype)."""
-    _staged: dict[Any, Any]
-    """CUDA: per staging buffer (``"indices"``, or (argument, dtype)), a ``wp.Event`` after the last copy out of it."""
+    _host_staging: HostStaging | None
+    """CUDA: host inputs' way to the device (:meth:`_staging`), made on first use."""
     _index_buffer: wp.array
-    _index_stage: wp.array | None
     _index_host: np.ndarray
     _heads: dict[tuple[int, int], wp.array]
     _thread_buffers: Any
@@ -132,41 +131,29 @@ class ArgumentsMixin:
                 )
 
     def _stage_host_indices(self, host: np.ndarray) -> Rows:
-        """Checked host indices as int32 :class:`Rows` on the device (through the view's index buffer)."""
+        """Checked host indices as int32 :class:`Rows` on the device (CUDA: through the view's staging buffers)."""
         n = host.size
         if n > self._index_buffer.shape[0]:  # more indices than prims (repeated reads): a one-off array
             out = wp.array(np.ascontiguousarray(host, dtype=np.int32), dtype=wp.int32, device=self._device)
             return Rows(INDEXED, n, indices=out)
-        if n and self._index_stage is not None:
-            self._staging_free("indices", "indices")
+        if self._device.is_cuda:
+            out = self._staging().put("indices", host.astype(np.int32, copy=False), wp.int32) if n else None
+            return Rows(INDEXED, n, indices=out if out is not None else self._head(self._index_buffer, 0))
         self._index_host[:n] = host  # bounds checked above: the int32 cast is exact
-        out = self._head(self._index_buffer, n)
-        if n and self._index_stage is not None:
-            self._copy_staged(out, self._index_stage, n, "indices")
-        return Rows(INDEXED, n, indices=out)
+        return Rows(INDEXED, n, indices=self._head(self._index_buffer, n))
 
-    def _staging_free(self, name: str, key: Any) -> None:
-        """Before host data is written into staging buffer ``key`` (pinned) of a CUDA view: refuse inside a graph
-        capture (a replay would copy whatever the buffer holds then, not the values passed), and wait until the copy
-        an earlier call queued out of that buffer has run (it usually has: one completed event)."""
-        if self._errors.is_capturing():
-            raise RuntimeError(
-                f"{name}: host data (NumPy arrays, lists, CPU tensors) cannot be captured in a CUDA graph: the graph "
-                "would replay the copy of a staging buffer, not the values passed; inside a capture pass arrays on "
-                f"the view's device ({self._device})"
-            )
-        event = self._staged.get(key)
-        if event is not None:
-            wp.synchronize_event(event)
+    def _staging(self) -> HostStaging:
+        """The view's staging buffers for host inputs (CUDA), made on first use."""
+        staging = self._host_staging
+        if staging is None:
+            self._outside_capture("its staging buffers")
+            staging = self._host_staging = HostStaging(self._device, self._errors.is_capturing, call_bytes(self.count))
+        return staging
 
-    def _copy_staged(self, out: wp.array, stage: wp.array, n: int, key: Any) -> None:
-        """Copy ``n`` elements of staging buffer ``key`` to the device: asynchronous (pinned memory), in stream
-        order before the call's launches; an event after it tells a later call when the buffer may be written."""
-        wp.copy(out, stage, count=n)
-        event = self._staged.get(key)
-        if event is None:
-            event = self._staged[key] = wp.Event(self._device)
-        wp.record_event(event)
+    def _host_inputs(self) -> Any:
+        """A context for one call's argument handling: on CUDA, its host inputs reach the device in one copy when
+        it ends (:meth:`HostStaging.batch`)."""
+        return self._staging().batch() if self._device.is_cuda else contextlib.nullcontext()
 
     def _device_indices(self, indices: IndicesLike, fold: bool = False) -> Rows | None:
         """Indices already on the view's device (Warp arrays, torch tensors: zero-copy), as int32 without a host
@@ -401,24 +388,10 @@ class ArgumentsMixin:
         return arr.view(dtype), from_host
 
     def _staged_rows(self, host: np.ndarray, name: str, dtype: Any) -> wp.array:
-        """Checked host rows ((M, width) NumPy) copied to the view's CUDA device as (M,) ``dtype`` through buffers
-        the view reuses (per argument name and dtype): one asynchronous host-to-device copy out of pinned memory,
-        no allocation (:meth:`_staging_free`, :meth:`_copy_staged`); the device buffer is read by this call's
-        launches (or copied by a writer scope) before the next call's copy, in stream order."""
-        n, width = host.shape
-        key = (name, dtype)
-        self._staging_free(name, key)
-        bufs = self._staging.get(key)
-        if bufs is None or bufs[0].shape[0] < n:
-            cap = max(n, self.count)
-            stage = wp.empty(cap, dtype=dtype, device="cpu", pinned=True)
-            device = wp.empty(cap, dtype=dtype, device=self._device)
-            bufs = self._staging[key] = (stage, to_numpy(stage).reshape(cap, width), device)
-        stage, stage_host, device = bufs
-        stage_host[:n] = host
-        out = self._head(device, n)
-        self._copy_staged(out, stage, n, key)
-        return out
+        """Checked host rows ((M, width) NumPy) on the view's CUDA device as (M,) ``dtype``, through the view's
+        staging buffers (:class:`~frameview._staging.HostStaging`): no allocation, one copy per call; the device
+        rows are read by this call's launches (or copied by a writer scope) before the next call's copy."""
+        return self._staging().put(name, np.asarray(host, dtype=np.float32), dtype)
 
     def _device_data(self, value: Any, dtype: Any) -> wp.array | None:
         """``value`` as an (M,) ``dtype`` array the kernels read in place, when it lives on the view's device with
@@ -564,6 +537,8 @@ def check_host_rows(host: np.ndarray, rows: np.ndarray | None, name: str, check_
     """Raise ``ValueError`` naming the first of ``rows`` (all when ``None``) of ``host`` (M, width) that holds a
     non-finite value (or, ``check_norm``, a zero-norm quaternion)."""
     part = host if rows is None else host[rows]
+    if np.isfinite(part).all() and (not check_norm or not part.size or np.abs(part).max(axis=1).min() >= 1.0e-6):
+        return  # the usual case, in a few array operations (a norm is at least its largest component)
     bad = ~np.isfinite(part).all(axis=1)
     if check_norm:  # in float64: a float32 square of a large (valid) component overflows
         wide = part.astype(np.float64)

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
+import numpy as np
 import warp as wp
 
 from ._rows import _FIRST_ARGUMENT as _FIRST_ARGUMENT
@@ -100,18 +101,14 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         self._lock: Any = getattr(self, "_lock", None) or threading.RLock()  # a subclass may share a wider lock
         self._thread_buffers = threading.local()  # per-thread output buffers: {name: wp.array}
         self._index_buffer = wp.empty(max(self.count, 1), dtype=wp.int32, device=self._device)
-        # indices are staged in host memory: the device buffer itself on the CPU, a pinned host copy for CUDA
-        self._index_stage = None
-        if self._device.is_cuda:
-            self._index_stage = wp.empty(self._index_buffer.shape, dtype=wp.int32, device="cpu", pinned=True)
-        self._index_host = to_numpy(self._index_buffer if self._index_stage is None else self._index_stage)
+        # CPU: host indices are written into the index buffer itself; CUDA: staged (_staging)
+        self._index_host = to_numpy(self._index_buffer) if self._device.is_cpu else np.empty(0, dtype=np.int32)
         self._heads: dict[tuple[int, int], wp.array] = {}
         self._errors = DeviceErrors(self._device)
         self._all_rows = Rows(ALL, self.count)
         self._narrow_cmds: dict[Any, Any] = {}  # recorded index-narrowing launches, by index dtype
         self._casts: dict[Any, Any] = {}  # the last float32 cast of each kind of torch data (kept alive)
-        self._staging: dict[tuple, Any] = {}  # host data's staging and device buffers, by (argument, dtype)
-        self._staged: dict[Any, Any] = {}  # CUDA: per staging buffer, an event after the last copy out of it
+        self._host_staging = None  # CUDA: host inputs' staging buffers, made on first use
         self._last_rows: tuple[Any, Any, tuple, Rows] | None = None  # (device indices or mask, keyword, layout, Rows)
 
     # ---------------------------------------------------------------- properties
@@ -320,7 +317,8 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     def _set(self, what: str, indices: IndicesLike, mask: MaskLike, *values: tuple[Any, str, type]) -> None:
         self._check_no_writer()
-        rows, pairs = self._write_values(self._prepare(indices, mask, write=True, fold=True), values)
+        with self._host_inputs():  # host inputs reach a CUDA device in one copy
+            rows, pairs = self._write_values(self._prepare(indices, mask, write=True, fold=True), values)
         coerced = [array for array, _host in pairs]
         if rows.count == 0 or all(c is None for c in coerced):
             return

@@ -152,7 +152,8 @@ class WriterScopesMixin:
         device indices and data here, on the host (they are host memory there), so that the call raises and the
         write counts as checked."""
         view = cast("BaseFrameView", self)
-        rows, pairs = view._write_values(view._prepare(indices, mask, write=True), values)
+        with view._host_inputs():  # host inputs reach a CUDA device in one copy
+            rows, pairs = view._write_values(view._prepare(indices, mask, write=True), values)
         arrays = [array for array, _host in pairs]
         if rows.count == 0 or all(a is None for a in arrays):
             return None
