@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The argument handling every view shares: rows (all / indices / mask) and data, checked once at the boundary.
 
-:class:`ArgumentsMixin` turns a call's ``indices`` / ``mask`` into :class:`~frameview._rows.Rows` (host indices
+:class:`ArgumentsMixin` turns a call's ``indices`` / ``mask`` into :class:`~frameview._device_errors.Rows` (host indices
 checked on the host and staged into a device buffer, device indices used as they are or narrowed to int32 in one
 launch, masks kept as masks), hands out the view-owned output buffers, and coerces pose and scale data to the
 kernels' dtype on the view's device (host data checked on the host, device data by the kernels or one check launch).
@@ -18,7 +18,7 @@ import warp as wp
 
 from ._interop import borrow_indices, borrow_mask, borrow_rows, rows_view, torch_on
 from ._launch import RecordedLaunch, block_dim_for
-from ._rows import CODE_ZERO_QUATERNION, INDEXED, MASK, DeviceErrors, Rows, is_torch_tensor, split_status
+from ._device_errors import CODE_ZERO_QUATERNION, INDEXED, MASK, DeviceErrors, Rows, is_torch_tensor, split_status
 from .host import CAPTURE_LOCK, to_numpy
 from .kernels.arguments import INDEX_DTYPES, check_values, narrow_kernel
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._rows import (
+from .._device_errors import (
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
     CODE_STALE_LAYOUT,

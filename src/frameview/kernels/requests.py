@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warp as wp
 
-from .._rows import (
+from .._device_errors import (
     CODE_QUAT_NOT_FINITE,
     CODE_RESULT_NOT_FINITE,
     CODE_SHEAR,

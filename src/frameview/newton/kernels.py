@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
-from .._rows import (
+from .._device_errors import (
     ALL,
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,

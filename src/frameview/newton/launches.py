@@ -17,7 +17,7 @@ from typing import Any
 import warp as wp
 
 from .._launch import RecordedLaunch, block_dim_for, capture_stream
-from .._rows import DeviceErrors
+from .._device_errors import DeviceErrors
 from ..host import CAPTURE_LOCK
 
 __all__ = ["LaunchCache", "address"]
