@@ -1,35 +1,25 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Which rows a call reads or writes (all, indices, mask), and how errors found on the device reach the caller.
+"""How errors that only the device can see reach the caller: the status word of a view and its protocol.
 
-Internal to the views. A call's rows are one :class:`Rows`: ``ALL`` (every view prim, row ``i`` is prim ``i``),
-``INDEXED`` (row ``k`` is prim ``indices[k]``, int32 on the view's device) or ``MASK`` (row ``i`` is prim ``i``,
-written / read only where ``mask[i]``).
-
-Errors that only the device can see (an index out of range or repeated in device indices, a non-finite value in a
-device array, a singular parent, a sheared local matrix) are recorded by the kernels in a one-int status word:
-``row * STATUS_CODES + code``, kept at its minimum, so the first failing row wins. :class:`DeviceErrors` turns it into
-an exception: at once on the CPU (Warp's CPU launches are synchronous, reading costs nothing) and for host inputs;
-for device inputs on CUDA at the view's next call once the GPU has finished (no host round trip on the hot path),
-or at :meth:`frameview.BaseFrameView.check`. :func:`status_error` words it: the argument, row, index or prim.
+Internal to the views. Errors that only the device can see (an index out of range or repeated in device indices, a
+non-finite value in a device array, a singular parent, a sheared local matrix) are recorded by the kernels in a
+one-int status word: ``row * STATUS_CODES + code``, kept at its minimum, so the first failing row wins.
+:class:`DeviceErrors` turns it into an exception: at once on the CPU (Warp's CPU launches are synchronous, reading
+costs nothing) and for host inputs; for device inputs on CUDA at the view's next call once the GPU has finished (no
+host round trip on the hot path), or at :meth:`frameview.BaseFrameView.check`. :func:`status_error` words it: the
+argument, row, index or prim.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import warp as wp
 
 from ._launch import RecordedLaunch
+from ._rows import INDEXED, Rows, source_index
 from .host import CAPTURE_LOCK, to_numpy
-
-ALL, INDEXED, MASK = 0, 1, 2
-MASK_ROWS = 3
-"""A kernel-only row kind: a mask's rows compacted into ``indices`` (CPU writes, where every launch loops over its
-rows on one core): row ``k`` is prim ``indices[k]``, whose data and reports use that prim's row, as for ``MASK``."""
 
 STATUS_OK = 2**31 - 1
 """The status word at rest (no error)."""
@@ -101,39 +91,6 @@ def _publish_status(
 ):
     """One thread, at the end of a call that can fail: :func:`publish_word`."""
     publish_word(status, counted, state, mirror)
-
-
-@dataclass(frozen=True)
-class Rows:
-    """The rows of one call.
-
-    Attributes:
-        kind: ``ALL``, ``INDEXED`` or ``MASK``.
-        count: Rows of the data and of the outputs (the view's count for ``ALL`` and ``MASK``).
-        indices: int32 view indices on the view's device (``INDEXED``); possibly unchecked, see ``checked``.
-        mask: bool (count,) on the view's device (``MASK``).
-        checked: Bounds and duplicates were checked on the host (host inputs); else the kernels check them.
-        source: What the caller passed (error messages read it on the error path only).
-        narrow: ``(kernel, array)``: ``indices`` is not filled yet; the backend's first launch of the call narrows
-            ``array`` (the caller's indices, another dtype or strided) into it (only backends that ask for it with
-            ``_folds_narrow`` get such rows, from the calls that hand them straight to their launches).
-    """
-
-    kind: int
-    count: int
-    indices: wp.array | None = None
-    mask: wp.array | None = None
-    checked: bool = True
-    source: Any = None
-    narrow: tuple | None = None
-
-    def host_indices(self) -> np.ndarray | None:
-        """The view indices as NumPy (``None`` for ``ALL``). Copies device data: host-bound backends only."""
-        if self.kind == ALL:
-            return None
-        if self.kind == MASK:
-            return np.flatnonzero(to_numpy(self.mask))
-        return to_numpy(self.indices).astype(np.int64)
 
 
 class DeviceErrors:
@@ -330,12 +287,6 @@ _FIRST_ARGUMENT = {
 """The non-orientation argument of each setter, named in device-side value errors."""
 
 
-def is_torch_tensor(value: Any) -> bool:
-    """Whether ``value`` is a torch tensor (without importing torch)."""
-    torch = sys.modules.get("torch")  # never import torch ourselves
-    return torch is not None and isinstance(value, torch.Tensor)
-
-
 def status_error(call: str, rows: Rows | None, prim_paths: tuple[str, ...]) -> Callable[[int], Exception]:
     """A factory: status word -> the exception naming the argument, row, index or prim (``prim_paths``: the view's)."""
     count = len(prim_paths)
@@ -383,15 +334,3 @@ def status_error(call: str, rows: Rows | None, prim_paths: tuple[str, ...]) -> C
         return RuntimeError(f"{call}: device error code {code} at row {row}")
 
     return make
-
-
-def source_index(rows: Rows, row: int) -> int:
-    """The view index the caller passed at ``row`` (error path: may copy from the device)."""
-    source = rows.source if rows.source is not None else rows.indices
-    try:
-        if is_torch_tensor(source):
-            return int(source[row].item())
-        host = to_numpy(source) if isinstance(source, wp.array) else np.asarray(source)
-        return int(host[row])
-    except Exception:  # the caller changed or freed it: report the row
-        return row

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 import warp as wp
 
-from ._device_errors import ALL
+from ._rows import ALL
 from .host import to_numpy
 
 __all__ = [

@@ -18,7 +18,7 @@ import numpy as np
 import warp as wp
 
 from ._launch import RecordedLaunch, block_dim_for
-from ._device_errors import ALL, INDEXED, MASK, Rows
+from ._rows import ALL, INDEXED, MASK, Rows
 from .kernels.arguments import stash_write
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import warp as wp
 
-from ._device_errors import ALL, MASK, Rows
+from ._rows import ALL, MASK, Rows
 from .arguments import check_host_rows
 from .host import to_numpy
 from .writer_scopes import PendingWrite, XformLocalSpaceWriter, XformSpaceWriter, XformWorldSpaceWriter

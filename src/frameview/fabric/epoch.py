@@ -7,9 +7,9 @@ tables), and a graph is replayed without any host code of the view. When prims a
 view created or closed), Fabric moves those columns, and a replay would read and write freed memory. So every Fabric
 stage has one counter, advanced at each layout change and mirrored into one device word; a launch captured in the
 caller's graph takes the counter's value at capture (``expected``) and compares the word first: on a mismatch it
-neither reads nor writes Fabric, reports :data:`~frameview._device_errors.CODE_STALE_LAYOUT` (raised by ``view.check()`` or
-a later call) and gives NaN rows. The view's own launches and graphs pass ``expected = -1`` and skip the comparison:
-they run inside a view call, after the call brought the view's arrays up to date.
+neither reads nor writes Fabric, reports :data:`~frameview._device_errors.CODE_STALE_LAYOUT` (raised by
+``view.check()`` or a later call) and gives NaN rows. The view's own launches and graphs pass ``expected = -1`` and
+skip the comparison: they run inside a view call, after the call brought the view's arrays up to date.
 """
 
 from __future__ import annotations

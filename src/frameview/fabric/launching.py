@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
-from .._launch import RecordedLaunch, block_dim_for, capture_stream
 from .._device_errors import DeviceErrors
+from .._launch import RecordedLaunch, block_dim_for, capture_stream
 from ..host import CAPTURE_LOCK
 
 __all__ = ["PUBLISHES", "LaunchingMixin", "address"]

@@ -27,8 +27,8 @@ from .._launch import OffsetKeys, destroy_stream
 from .._launch import RecordedLaunch as RecordedLaunch
 from .._launch import block_dim_for as block_dim_for
 from .._launch import capture_stream as capture_stream
-from .._device_errors import ALL, MASK, Rows
-from .._device_errors import INDEXED as INDEXED
+from .._rows import ALL, MASK, Rows
+from .._rows import INDEXED as INDEXED
 from ..base import BaseFrameView
 from ..host import CAPTURE_LOCK
 from ..host import to_numpy as to_numpy

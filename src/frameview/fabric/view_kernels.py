@@ -16,14 +16,12 @@ from .._device_errors import (
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
     CODE_STALE_LAYOUT,
-    INDEXED,
-    MASK,
-    MASK_ROWS,
     STATUS_OK,
     failed,
     publish_word,
     report,
 )
+from .._rows import INDEXED, MASK, MASK_ROWS
 from ..kernels.requests import report_solve, request_ok, request_values, solve_request, values_ok
 from ..kernels.transforms import (
     decompose_matrix,

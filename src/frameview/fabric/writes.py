@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
-from .._device_errors import ALL, INDEXED, MASK, MASK_ROWS, DeviceErrors, Rows
+from .._device_errors import DeviceErrors
+from .._rows import ALL, INDEXED, MASK, MASK_ROWS, Rows
 from ..host import to_numpy
 from .launching import PUBLISHES, address, narrow_key
 from .stage import LOCAL_MATRIX, WORLD_MATRIX

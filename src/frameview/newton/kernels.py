@@ -16,15 +16,13 @@ import numpy as np
 import warp as wp
 
 from .._device_errors import (
-    ALL,
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
-    INDEXED,
-    MASK,
     STATUS_OK,
     failed,
     report,
 )
+from .._rows import ALL, INDEXED, MASK
 from ..kernels.requests import report_solve, request_ok, solve_request
 from ..kernels.transforms import (
     axis_rotation,

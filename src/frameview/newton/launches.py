@@ -16,8 +16,8 @@ from typing import Any
 
 import warp as wp
 
-from .._launch import RecordedLaunch, block_dim_for, capture_stream
 from .._device_errors import DeviceErrors
+from .._launch import RecordedLaunch, block_dim_for, capture_stream
 from ..host import CAPTURE_LOCK
 
 __all__ = ["LaunchCache", "address"]

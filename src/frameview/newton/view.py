@@ -26,7 +26,7 @@ except ImportError as exc:  # newton and usd-core are the optional extra framevi
     ) from exc
 
 from .._launch import OffsetKeys
-from .._device_errors import INDEXED, MASK, Rows
+from .._rows import INDEXED, MASK, Rows
 from ..base import BaseFrameView
 from .frames import FrameStore, frame_store
 from .kernels import NO_OFFSET, commit_writes, read_poses, read_scales, solve_writes, stage_rows
