@@ -7,8 +7,8 @@ access the view->slot table is rebuilt from live Fabric data by inverting the ta
 is no cache to invalidate, and a count mismatch raises instead of reading another prim.
 
 Its rooms: :mod:`.lifecycle` (its state, deferred tag removals), :mod:`.nodes` (the prims a write reads),
-:mod:`.selections` (each access's selections and fabric arrays), :mod:`.launching` (recorded launches, CUDA graphs),
-:mod:`.writes` (the write path), :mod:`.view_kernels` (its kernels).
+:mod:`.selections` (each access's selections and fabric arrays), :mod:`frameview._launch` (recorded launches, CUDA
+graphs), :mod:`.writes` (the write path), :mod:`.view_kernels` (its kernels).
 """
 
 from __future__ import annotations
@@ -23,19 +23,14 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._launch import OffsetKeys, destroy_stream
-from .._launch import RecordedLaunch as RecordedLaunch
-from .._launch import block_dim_for as block_dim_for
-from .._launch import capture_stream as capture_stream
+from .._launch import PUBLISHES, LaunchingMixin, OffsetKeys, narrow_key
+from .._launch import address as _address
 from .._rows import ALL, MASK, Rows
 from .._rows import INDEXED as INDEXED
 from ..base import BaseFrameView
-from ..host import CAPTURE_LOCK
 from ..host import to_numpy as to_numpy
 from ..kernels.slots import invert_tag_column
 from .epoch import UNGUARDED, layout_changed, layout_epoch
-from .launching import PUBLISHES, LaunchingMixin, narrow_key
-from .launching import address as _address
 from .lifecycle import DEFERRED_TAGS as _DEFERRED_TAGS
 from .lifecycle import DeferredTagRemoval as DeferredTagRemoval
 from .lifecycle import Lifecycle as _Lifecycle
@@ -428,11 +423,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         self._launches.clear()
         self._arrays.clear()
         self._columns.clear()
-        if self._capture_stream is not None:
-            with CAPTURE_LOCK:  # Warp refuses the wait while any view of the device captures
-                wp.synchronize_stream(self._capture_stream)
-            destroy_stream(self._capture_stream)
-            self._capture_stream = None
+        self._capture_stream = None  # the device's, shared (frameview._launch.capture_stream): kept
         fabric = self._fabric
         if not fabric.is_alive():
             return

@@ -11,9 +11,9 @@ import numpy as np
 import warp as wp
 
 from .._device_errors import DeviceErrors
+from .._launch import PUBLISHES, address, narrow_key
 from .._rows import ALL, INDEXED, MASK, MASK_ROWS, Rows
 from ..host import to_numpy
-from .launching import PUBLISHES, address, narrow_key
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 from .view_kernels import (
     STAGE_ALL,

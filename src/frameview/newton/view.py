@@ -25,12 +25,11 @@ except ImportError as exc:  # newton and usd-core are the optional extra framevi
         name=exc.name,
     ) from exc
 
-from .._launch import OffsetKeys
+from .._launch import LaunchCache, OffsetKeys, address
 from .._rows import INDEXED, MASK, Rows
 from ..base import BaseFrameView
 from .frames import FrameStore, frame_store
 from .kernels import NO_OFFSET, commit_writes, read_poses, read_scales, solve_writes, stage_rows
-from .launches import LaunchCache, address
 from .mirror import MirrorRows
 
 __all__ = ["NewtonFrameView"]
