@@ -39,8 +39,8 @@ from .providers import _is_pxr_stage, open_fabric_stage
 from .selections import SelectionsMixin
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 from .stage import FabricSelection as FabricSelection
-from .view_kernels import _ANCHOR as _ANCHOR
-from .view_kernels import (
+from .write_kernels import _ANCHOR as _ANCHOR
+from .write_kernels import (
     _NO_OFFSET,
     _gather_poses,
     _gather_scales,
@@ -49,13 +49,13 @@ from .view_kernels import (
     _scatter_poses,
     _scatter_scales,
 )
-from .view_kernels import STAGE_ALL as STAGE_ALL
-from .view_kernels import STAGE_INDICES as STAGE_INDICES
-from .view_kernels import STAGE_MASK as STAGE_MASK
-from .view_kernels import _commit_follow as _commit_follow
-from .view_kernels import _solve_writes as _solve_writes
-from .view_kernels import _stage_indices as _stage_indices
-from .view_kernels import _stage_write as _stage_write
+from .write_kernels import STAGE_ALL as STAGE_ALL
+from .write_kernels import STAGE_INDICES as STAGE_INDICES
+from .write_kernels import STAGE_MASK as STAGE_MASK
+from .write_kernels import _commit_follow as _commit_follow
+from .write_kernels import _solve_writes as _solve_writes
+from .write_kernels import _stage_indices as _stage_indices
+from .write_kernels import _stage_write as _stage_write
 from .writes import WritesMixin
 
 __all__ = ["FabricFrameView"]

@@ -15,7 +15,7 @@ from .._launch import PUBLISHES, address, narrow_key
 from .._rows import ALL, INDEXED, MASK, MASK_ROWS, Rows
 from ..host import to_numpy
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
-from .view_kernels import (
+from .write_kernels import (
     STAGE_ALL,
     STAGE_INDICES,
     STAGE_MASK,
