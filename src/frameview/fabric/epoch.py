@@ -21,7 +21,7 @@ import warp as wp
 
 from ..host import CAPTURE_LOCK
 
-__all__ = ["UNGUARDED", "LayoutEpoch", "layout_changed", "layout_epoch"]
+__all__ = ["UNGUARDED", "LayoutEpoch", "is_stale", "layout_changed", "layout_epoch"]
 
 UNGUARDED = -1
 """``expected`` of a launch made inside a view call (no comparison with the device word)."""
@@ -88,3 +88,14 @@ def layout_changed(fabric: Any) -> None:
     epoch = layout_epoch(fabric)
     if not epoch.exact:
         epoch.advance()
+
+
+@wp.func
+def is_stale(layout: wp.array(dtype=wp.int32), expected: int):
+    """Whether a launch captured in the caller's CUDA graph replays after the stage's layout changed: the epoch word
+    ``layout[0]`` is no longer the ``expected`` value of the capture (:class:`LayoutEpoch`). A launch made inside a
+    view call passes ``expected`` -1: never stale, nothing loaded. A stale launch must not touch Fabric."""
+    stale = bool(False)
+    if expected >= 0:
+        stale = layout[0] != expected
+    return stale

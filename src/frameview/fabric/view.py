@@ -8,7 +8,7 @@ is no cache to invalidate, and a count mismatch raises instead of reading anothe
 
 Its rooms: :mod:`.lifecycle` (its state, deferred tag removals), :mod:`.nodes` (the prims a write reads),
 :mod:`.selections` (each access's selections and fabric arrays), :mod:`frameview._launch` (recorded launches, CUDA
-graphs), :mod:`.writes` (the write path), :mod:`.view_kernels` (its kernels).
+graphs), :mod:`.writes` (the write path), :mod:`.read_kernels` and :mod:`.write_kernels` (its kernels).
 """
 
 from __future__ import annotations
@@ -36,11 +36,7 @@ from .lifecycle import DeferredTagRemoval as DeferredTagRemoval
 from .lifecycle import Lifecycle as _Lifecycle
 from .nodes import node_graph as _node_graph
 from .providers import _is_pxr_stage, open_fabric_stage
-from .selections import SelectionsMixin
-from .stage import LOCAL_MATRIX, WORLD_MATRIX
-from .stage import FabricSelection as FabricSelection
-from .write_kernels import _ANCHOR as _ANCHOR
-from .write_kernels import (
+from .read_kernels import (
     _NO_OFFSET,
     _gather_poses,
     _gather_scales,
@@ -49,13 +45,10 @@ from .write_kernels import (
     _scatter_poses,
     _scatter_scales,
 )
-from .write_kernels import STAGE_ALL as STAGE_ALL
-from .write_kernels import STAGE_INDICES as STAGE_INDICES
-from .write_kernels import STAGE_MASK as STAGE_MASK
-from .write_kernels import _commit_follow as _commit_follow
-from .write_kernels import _solve_writes as _solve_writes
-from .write_kernels import _stage_indices as _stage_indices
-from .write_kernels import _stage_write as _stage_write
+from .selections import SelectionsMixin
+from .stage import LOCAL_MATRIX, WORLD_MATRIX
+from .stage import FabricSelection as FabricSelection
+from .write_kernels import STAGE_ALL, _stage_write
 from .writes import WritesMixin
 
 __all__ = ["FabricFrameView"]

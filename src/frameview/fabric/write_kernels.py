@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Kernels of :class:`~frameview.fabric.view.FabricFrameView`: pose and scale reads over a selection (all rows, a
-mask, or indices through the inverted tag column), request staging, and the write solve and commit.
+"""Write kernels of :class:`~frameview.fabric.view.FabricFrameView`: request staging (slot tables, request rows), the
+write solve and the commit (the descendants' update included). The read kernels are in
+:mod:`frameview.fabric.read_kernels`.
 
 They take fabric arrays, arrays and counts; they know nothing of stages or views.
 """
@@ -23,265 +24,19 @@ from .._device_errors import (
 )
 from .._rows import INDEXED, MASK, MASK_ROWS
 from ..kernels.requests import report_solve, request_ok, request_values, solve_request, values_ok
-from ..kernels.transforms import (
-    decompose_matrix,
-    pose_of,
-    solve_local,
-)
+from ..kernels.slots import COLUMN_KINDS, scan_slot
+from ..kernels.transforms import solve_local
+from .epoch import is_stale
 
 _IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
 _STATUS_OK = wp.constant(STATUS_OK)
 _ANCHOR = wp.constant(-2)
 """``node_parent`` of a node whose Fabric world matrix is read as is (the write cannot move it)."""
-_NAN = wp.constant(float("nan"))
-_NO_OFFSET = wp.quatf(0.0, 0.0, 0.0, 1.0)
 _KIND_INDEXED = wp.constant(INDEXED)
 _KIND_MASK = wp.constant(MASK)
 _KIND_MASK_ROWS = wp.constant(MASK_ROWS)
 STAGE_ALL, STAGE_INDICES, STAGE_MASK = (wp.constant(k) for k in range(3))
 """Modes of :func:`_stage_write`: how a write's request rows are set."""
-
-
-@wp.func
-def _stale(layout: wp.array(dtype=wp.int32), expected: int):
-    """Whether a launch captured in the caller's CUDA graph replays after the stage's layout changed: the epoch word
-    ``layout[0]`` is no longer the ``expected`` value of the capture (:mod:`frameview.fabric.epoch`). A launch made
-    inside a view call passes ``expected`` -1: never stale, nothing loaded. A stale launch must not touch Fabric."""
-    stale = bool(False)
-    if expected >= 0:
-        stale = layout[0] != expected
-    return stale
-
-
-@wp.kernel(enable_backward=False)
-def _scatter_poses(
-    # inputs
-    tags: Any,
-    mats: Any,
-    offset: wp.quatf,
-    layout: wp.array(dtype=wp.int32),
-    expected: int,
-    # outputs
-    pos_out: wp.array(dtype=wp.vec3f),
-    quat_out: wp.array(dtype=wp.quatf),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """Full read, no slot table needed: row ``tag[slot]`` is ``decompose(mats[slot])`` (rotation times ``offset``).
-    Replayed from the caller's graph after a layout change (:func:`_stale`): every row NaN, reported."""
-    slot = wp.tid()
-    if _stale(layout, expected):
-        _stale_pose(slot, pos_out, quat_out, status_out)
-        return
-    i = int(tags[slot])
-    p, q = pose_of(mats[slot], offset)
-    pos_out[i] = p
-    quat_out[i] = q
-
-
-@wp.func
-def _stale_pose(
-    row: int, pos_out: wp.array(dtype=wp.vec3f), quat_out: wp.array(dtype=wp.quatf), status: wp.array(dtype=wp.int32)
-):
-    """Row ``row`` of a stale launch (:func:`_stale`): NaN, and the stale layout reported."""
-    pos_out[row] = wp.vec3f(_NAN, _NAN, _NAN)
-    quat_out[row] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
-    report(status, row, CODE_STALE_LAYOUT)
-
-
-@wp.func
-def _scan_slot(tags: Any, table: wp.array(dtype=wp.int32), i: int, count: int):
-    """The Fabric slot whose tag is ``i``, found by scanning the tag column and written back to ``table``; -1 if no
-    prim carries the tag. For a slot table entry that the tag column did not confirm (a stale table): slow, never
-    wrong."""
-    for t in range(count):
-        if int(tags[t]) == i:
-            table[i] = t
-            return t
-    return -1
-
-
-@wp.kernel(enable_backward=False)
-def _mask_poses(
-    # inputs
-    tags: Any,
-    mats: Any,
-    slots: wp.array(dtype=wp.int32),
-    count: int,
-    mask: wp.array(dtype=wp.bool),
-    compact: int,
-    mask_rows: wp.array(dtype=wp.int32),
-    offset: wp.quatf,
-    layout: wp.array(dtype=wp.int32),
-    expected: int,
-    # outputs
-    pos_out: wp.array(dtype=wp.vec3f),
-    quat_out: wp.array(dtype=wp.quatf),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """Masked read: row ``k`` (where ``mask[k]``) is ``decompose(mats[slots[k]])`` (rotation times ``offset``); NaN
-    and reported when replayed stale (:func:`_stale`, its word loaded beside the mask). With ``compact`` (the CPU,
-    whose launches loop over their threads) thread ``t`` reads row ``mask_rows[t]``, the mask's rows compacted on the
-    host.
-
-    The slot is loaded beside the mask and used when the tag column confirms it (the prim there carries tag ``k``),
-    else found by :func:`_scan_slot` and written back: a stale table costs time, never a wrong row (a tag missing
-    from its column, which the host's count check makes unreachable, gives NaN). Two dependent loads before the
-    matrix instead of three (tag, then mask, then matrix)."""
-    k = wp.tid()
-    if compact != 0:
-        k = mask_rows[k]
-    s = slots[k]
-    live = mask[k]
-    stale = _stale(layout, expected)
-    if not live:
-        return
-    if stale:
-        _stale_pose(k, pos_out, quat_out, status_out)
-        return
-    sc = wp.clamp(s, 0, count - 1)
-    m = mats[sc]
-    tag = int(tags[sc])
-    if tag != k or s != sc:
-        s = _scan_slot(tags, slots, k, count)
-        if s < 0:
-            pos_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
-            quat_out[k] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
-            return
-        m = mats[s]
-    p, q = pose_of(m, offset)
-    pos_out[k] = p
-    quat_out[k] = q
-
-
-@wp.kernel(enable_backward=False)
-def _invert_check(
-    # inputs
-    tags: wp.fabricarray(dtype=wp.uint32),
-    count: int,
-    indices: wp.array(dtype=wp.int32),
-    rows: int,
-    layout: wp.array(dtype=wp.int32),
-    expected: int,
-    # outputs
-    slots_out: wp.array(dtype=wp.int32),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """The first launch of an indexed read, over ``max(count, rows)``: invert the tag column into the slot table
-    (:func:`~frameview.kernels.slots.invert_tag_column`) and report the indices out of range (or a stale replay,
-    :func:`_stale`), so that the gather after it reports nothing and can publish the call's final status word."""
-    t = wp.tid()
-    if _stale(layout, expected):
-        if t == 0:
-            report(status_out, 0, CODE_STALE_LAYOUT)
-        return
-    if t < count:
-        slots_out[int(tags[t])] = t
-    if t < rows:
-        i = indices[t]
-        if i < 0 or i >= count:  # noqa: SIM102 - Warp kernels: plain branches
-            if not failed(status_out):
-                report(status_out, t, CODE_INDEX_RANGE)
-
-
-@wp.kernel(enable_backward=False)
-def _gather_poses(
-    # inputs
-    mats: wp.fabricarray(dtype=wp.mat44d),
-    slots: wp.array(dtype=wp.int32),
-    count: int,
-    offset: wp.quatf,
-    indices: wp.array(dtype=wp.int32),
-    layout: wp.array(dtype=wp.int32),
-    expected: int,
-    # outputs
-    pos_out: wp.array(dtype=wp.vec3f),
-    quat_out: wp.array(dtype=wp.quatf),
-    # publish (DeviceErrors.publish_args)
-    status: wp.array(dtype=wp.int32),
-    publish: int,
-    counted: int,
-    state: wp.array(dtype=wp.int32),
-    mirror: wp.array(dtype=wp.uint64),
-):
-    """Indexed read: row ``k`` is view prim ``indices[k]``; an index out of range or a stale replay (reported by
-    :func:`_invert_check`) gives NaN. Thread 0 publishes the call's status word when ``publish`` is set."""
-    k = wp.tid()
-    if k == 0 and publish != 0:
-        publish_word(status, counted, state, mirror)
-    i = indices[k]
-    if _stale(layout, expected):
-        i = -1
-    if i < 0 or i >= count:
-        pos_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
-        quat_out[k] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
-        return
-    p, q = pose_of(mats[slots[i]], offset)
-    pos_out[k] = p
-    quat_out[k] = q
-
-
-@wp.kernel(enable_backward=False)
-def _scatter_scales(
-    # inputs
-    tags: wp.fabricarray(dtype=wp.uint32),
-    mats: wp.fabricarray(dtype=wp.mat44d),
-    mask: wp.array(dtype=wp.bool),
-    use_mask: int,
-    layout: wp.array(dtype=wp.int32),
-    expected: int,
-    # outputs
-    scale_out: wp.array(dtype=wp.vec3f),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """Full (or masked) read of scales: ``scale_out[tag[slot]] = scale(mats[slot])``; replayed stale
-    (:func:`_stale`): row ``slot`` (where masked) NaN, reported."""
-    slot = wp.tid()
-    if _stale(layout, expected):
-        if use_mask != 0:  # noqa: SIM102 - Warp does not short-circuit
-            if not mask[slot]:
-                return
-        scale_out[slot] = wp.vec3f(_NAN, _NAN, _NAN)
-        report(status_out, slot, CODE_STALE_LAYOUT)
-        return
-    i = int(tags[slot])
-    if use_mask != 0:  # noqa: SIM102 - Warp does not short-circuit: mask is empty when use_mask == 0
-        if not mask[i]:
-            return
-    _t, _q, s = decompose_matrix(mats[slot])
-    scale_out[i] = wp.vec3f(s)
-
-
-@wp.kernel(enable_backward=False)
-def _gather_scales(
-    # inputs
-    mats: wp.fabricarray(dtype=wp.mat44d),
-    slots: wp.array(dtype=wp.int32),
-    count: int,
-    indices: wp.array(dtype=wp.int32),
-    layout: wp.array(dtype=wp.int32),
-    expected: int,
-    # outputs
-    scale_out: wp.array(dtype=wp.vec3f),
-    # publish (DeviceErrors.publish_args)
-    status: wp.array(dtype=wp.int32),
-    publish: int,
-    counted: int,
-    state: wp.array(dtype=wp.int32),
-    mirror: wp.array(dtype=wp.uint64),
-):
-    """Indexed read of scales (NaN for an index out of range or a stale replay, reported by :func:`_invert_check`);
-    thread 0 publishes the call's status word when ``publish`` is set."""
-    k = wp.tid()
-    if k == 0 and publish != 0:
-        publish_word(status, counted, state, mirror)
-    i = indices[k]
-    if _stale(layout, expected):
-        i = -1
-    if i < 0 or i >= count:
-        scale_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
-        return
-    _t, _q, s = decompose_matrix(mats[slots[i]])
-    scale_out[k] = wp.vec3f(s)
 
 
 @wp.kernel(enable_backward=False)
@@ -305,10 +60,10 @@ def _stage_write(
     and its parents' tag columns into their slot tables, and set the request rows of ``mode`` (``STAGE_ALL``:
     untouched, the caller passes ``0..N-1``; ``STAGE_INDICES``: -1, :func:`_stage_indices` stages them; ``STAGE_MASK``:
     ``i`` where ``mask[i]``, else -1). A view without nesting runs it with ``STAGE_ALL`` only when its Fabric arrays
-    were rebuilt (its kernels verify every slot they use, :func:`_solve_flat`). Replayed stale (:func:`_stale`): the
+    were rebuilt (its kernels verify every slot they use, :func:`_solve_flat`). Replayed stale (:func:`is_stale`): the
     stale layout reported (the launches after it see the failed status word), nothing else."""
     t = wp.tid()
-    if _stale(layout, expected):
+    if is_stale(layout, expected):
         if t == 0:
             report(status_out, 0, CODE_STALE_LAYOUT)
         return
@@ -387,7 +142,7 @@ def _solve_flat(
     reported; :func:`_commit_flat` releases the claims) or MASK_ROWS (prim ``indices[k]``, a mask compacted on the
     host, whose data and reports use the prim's row). A prim's slot comes from ``slots``, its parent's from
     ``row_parent_slots`` (per view index), each used only when the tag column confirms it (the prim there carries the
-    expected tag), else found through ``parent_slots`` or by :func:`_scan_slot` and written back: no launch inverts the
+    expected tag), else found through ``parent_slots`` or by :func:`scan_slot` and written back: no launch inverts the
     tables while the Fabric arrays stay the same, and a stale table costs time, never a wrong row.
 
     The slot tables are loaded beside the mask (small loads: one latency fewer on a masked row's path), the
@@ -410,7 +165,7 @@ def _solve_flat(
     live = True
     if kind == _KIND_MASK:
         live = mask[k]
-    stale = _stale(layout, expected)  # its word loaded beside the mask: nothing past here touches a stale Fabric
+    stale = is_stale(layout, expected)  # its word loaded beside the mask: nothing past here touches a stale Fabric
     if not live:
         return
     if stale:
@@ -438,7 +193,7 @@ def _solve_flat(
     if not values_ok(r, set_pos, t, set_quat, q, set_scale, sc, status_out):
         return
     if tag != i or s < 0 or s >= count:  # a stale slot table: scan the column (and repair the table)
-        s = _scan_slot(tags, slots, i, count)
+        s = scan_slot(tags, slots, i, count)
         if s < 0:  # a tag missing from its column: the host's count check makes this unreachable
             report(status_out, r, CODE_INDEX_RANGE)
             return
@@ -450,7 +205,7 @@ def _solve_flat(
         if parent_tag != p or ps < 0 or ps >= parent_count:  # stale: the inverted table, else a scan
             ps = parent_slots[p]
             if ps < 0 or ps >= parent_count or int(parent_tags[wp.clamp(ps, 0, parent_count - 1)]) != p:
-                ps = _scan_slot(parent_tags, parent_slots, p, parent_count)
+                ps = scan_slot(parent_tags, parent_slots, p, parent_count)
             if ps < 0:
                 report(status_out, r, CODE_INDEX_RANGE)
                 return
@@ -707,16 +462,8 @@ def _commit_flat(
     world_out[d] = m @ world_new[i]
 
 
-# Fabric columns reach the reset path's kernels as fabric arrays or, for a selection of one bucket, as plain arrays
-# over that bucket (frameview.fabric.columns): the same code, one overload per kind, all compiled with the module.
-_COLUMN_KINDS = (
-    (wp.fabricarray(dtype=wp.uint32), wp.fabricarray(dtype=wp.mat44d)),
-    (wp.array(dtype=wp.uint32), wp.array(dtype=wp.mat44d)),
-)
-for _tags_t, _mats_t in _COLUMN_KINDS:
-    wp.overload(_scatter_poses, {"tags": _tags_t, "mats": _mats_t})
-    wp.overload(_mask_poses, {"tags": _tags_t, "mats": _mats_t})
-    for _parent_tags_t, _parent_mats_t in _COLUMN_KINDS:
+for _tags_t, _mats_t in COLUMN_KINDS:
+    for _parent_tags_t, _parent_mats_t in COLUMN_KINDS:
         wp.overload(_solve_flat, {"tags": _tags_t, "view_local": _mats_t, "parent_tags": _parent_tags_t,
                                   "parent_world": _parent_mats_t})  # fmt: skip
         wp.overload(_commit_flat, {"local": _parent_mats_t, "view_local_out": _mats_t, "view_world_out": _mats_t,

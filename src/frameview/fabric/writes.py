@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The write path of a :class:`~frameview.fabric.view.FabricFrameView`: one call's launches (kernels in
-:mod:`frameview.fabric.view_kernels`), run through the view's launch plumbing, then the descendants' update."""
+:mod:`frameview.fabric.write_kernels`), run through the view's launch plumbing, then the descendants' update."""
 
 from __future__ import annotations
 
