@@ -29,6 +29,7 @@ from .._rows import ALL, MASK, Rows
 from .._rows import INDEXED as INDEXED
 from ..base import BaseFrameView
 from ..host import to_numpy as to_numpy
+from ..kernels.requests import WriteRequests
 from ..kernels.slots import invert_tag_column
 from .epoch import UNGUARDED, layout_changed, layout_epoch
 from .lifecycle import DEFERRED_TAGS as _DEFERRED_TAGS
@@ -161,8 +162,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         self._new_local = wp.empty(n, dtype=wp.mat44d, device=dev)
         self._new_world = wp.empty(n, dtype=wp.mat44d, device=dev)
         self._written = wp.empty(n, dtype=wp.int32, device=dev)
-        self._no_vec3 = wp.empty(0, dtype=wp.vec3f, device=dev)
-        self._no_quat = wp.empty(0, dtype=wp.quatf, device=dev)
+        self._requests = WriteRequests(dev)
         self._no_index = wp.empty(0, dtype=wp.int32, device=dev)
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._no_table = wp.empty((0, 0), dtype=wp.int32, device=dev)
@@ -414,6 +414,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
     def _release(self) -> None:
         """Remove both tags from every tagged prim, in one batch each."""
         self._launches.clear()
+        self._requests.clear()
         self._arrays.clear()
         self._columns.clear()
         self._capture_stream = None  # the device's, shared (frameview._launch.capture_stream): kept

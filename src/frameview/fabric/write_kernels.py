@@ -23,9 +23,16 @@ from .._device_errors import (
     report,
 )
 from .._rows import INDEXED, MASK, MASK_ROWS
-from ..kernels.requests import report_solve, request_ok, request_values, solve_request, values_ok
+from ..kernels.requests import (
+    WriteRequest,
+    report_solve,
+    request_ok,
+    request_values,
+    solve_request,
+    solve_values,
+    values_ok,
+)
 from ..kernels.slots import COLUMN_KINDS, scan_slot
-from ..kernels.transforms import solve_local
 from .epoch import is_stale
 
 _IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
@@ -117,13 +124,7 @@ def _solve_flat(
     kind: int,
     indices: wp.array(dtype=wp.int32),
     mask: wp.array(dtype=wp.bool),
-    in_world: int,
-    set_pos: int,
-    pos: wp.array(dtype=wp.vec3f),
-    set_quat: int,
-    quat: wp.array(dtype=wp.quatf),
-    set_scale: int,
-    scale: wp.array(dtype=wp.vec3f),
+    req: WriteRequest,
     layout: wp.array(dtype=wp.int32),
     expected: int,
     # outputs
@@ -172,7 +173,7 @@ def _solve_flat(
         if not dead:
             report(status_out, r, CODE_STALE_LAYOUT)
         return
-    t, q, sc = request_values(r, set_pos, pos, set_quat, quat, set_scale, scale)
+    t, q, sc = request_values(r, req)
     local = view_local[wp.clamp(s, 0, count - 1)]
     tag = int(tags[wp.clamp(s, 0, count - 1)])
     pc = wp.clamp(ps, 0, wp.max(parent_count, 1) - 1)
@@ -190,7 +191,7 @@ def _solve_flat(
     if claimed != -1:
         report(status_out, r, CODE_INDEX_DUPLICATE)
         return
-    if not values_ok(r, set_pos, t, set_quat, q, set_scale, sc, status_out):
+    if not values_ok(r, req, t, q, sc, status_out):
         return
     if tag != i or s < 0 or s >= count:  # a stale slot table: scan the column (and repair the table)
         s = scan_slot(tags, slots, i, count)
@@ -211,7 +212,7 @@ def _solve_flat(
                 return
             row_parent_slots[i] = ps
             pw = parent_world[ps]
-    m, status = solve_local(local, pw, in_world, set_pos, t, set_quat, q, set_scale, sc)
+    m, status = solve_values(local, pw, req, t, q, sc)
     report_solve(status_out, r, status)
     local_out[i] = m
     world_out[i] = m @ pw
@@ -230,13 +231,7 @@ def _solve_writes(
     indices: wp.array(dtype=wp.int32),
     use_indices: int,
     req_row: wp.array(dtype=wp.int32),
-    in_world: int,
-    set_pos: int,
-    pos: wp.array(dtype=wp.vec3f),
-    set_quat: int,
-    quat: wp.array(dtype=wp.quatf),
-    set_scale: int,
-    scale: wp.array(dtype=wp.vec3f),
+    req: WriteRequest,
     # outputs
     local_out: wp.array(dtype=wp.mat44d),
     world_out: wp.array(dtype=wp.mat44d),
@@ -260,7 +255,7 @@ def _solve_writes(
     r = req_row[i]
     if r < 0:
         return
-    if not request_ok(r, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+    if not request_ok(r, req, status_out):
         return
     pw = _IDENTITY
     chain = int(0)
@@ -282,9 +277,9 @@ def _solve_writes(
             loc = view_local[slots[node]]
             rr = req_row[node]
             if rr >= 0:
-                loc, _st = solve_request(loc, pw, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+                loc, _st = solve_request(loc, pw, rr, req)
             pw = loc @ pw
-    m, status = solve_request(view_local[slots[i]], pw, r, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+    m, status = solve_request(view_local[slots[i]], pw, r, req)
     report_solve(status_out, r, status)
     local_out[i] = m
     world_out[i] = m @ pw
