@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Write kernels of :class:`~frameview.fabric.view.FabricFrameView`: request staging (slot tables, request rows), the
-write solve and the commit (the descendants' update included). The read kernels are in
+"""Write kernels of :class:`~frameview.fabric.view.FabricFrameView`: the slot tables and request rows staged, and a
+write of a view without nested prims (the reset path): its solve, then its commit (the descendants' update included).
+A view with nested prims writes through :mod:`frameview.fabric.nested_write_kernels`; the read kernels are in
 :mod:`frameview.fabric.read_kernels`.
 
 They take fabric arrays, arrays and counts; they know nothing of stages or views.
@@ -23,22 +24,12 @@ from .._device_errors import (
     report,
 )
 from .._rows import INDEXED, MASK, MASK_ROWS
-from ..kernels.requests import (
-    WriteRequest,
-    report_solve,
-    request_ok,
-    request_values,
-    solve_request,
-    solve_values,
-    values_ok,
-)
+from ..kernels.requests import WriteRequest, report_solve, request_values, solve_values, values_ok
 from ..kernels.slots import COLUMN_KINDS, scan_slot
 from .epoch import is_stale
 
 _IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
 _STATUS_OK = wp.constant(STATUS_OK)
-_ANCHOR = wp.constant(-2)
-"""``node_parent`` of a node whose Fabric world matrix is read as is (the write cannot move it)."""
 _KIND_INDEXED = wp.constant(INDEXED)
 _KIND_MASK = wp.constant(MASK)
 _KIND_MASK_ROWS = wp.constant(MASK_ROWS)
@@ -87,26 +78,75 @@ def _stage_write(
         parent_slots_out[int(parent_tags[t])] = t
 
 
-@wp.kernel(enable_backward=False)
-def _stage_indices(
-    # inputs
-    indices: wp.array(dtype=wp.int32),
-    count: int,
-    # outputs
-    req_row_out: wp.array(dtype=wp.int32),
-    status_out: wp.array(dtype=wp.int32),
+@wp.func
+def _write_row(k: int, kind: int, indices: wp.array(dtype=wp.int32)):
+    """Thread ``k`` of :func:`_solve_flat`: the view prim it writes and its request row (its data, and the row errors
+    name): ``k`` and ``k`` for ALL and MASK, ``indices[k]`` and ``k`` for INDEXED, ``indices[k]`` twice for MASK_ROWS
+    (a mask compacted on the host, CPU: in range, each prim once)."""
+    i = k
+    r = k
+    if kind == _KIND_INDEXED:
+        i = indices[k]
+    if kind == _KIND_MASK_ROWS:
+        i = indices[k]
+        r = i
+    return i, r
+
+
+@wp.func
+def _report_first(status_out: wp.array(dtype=wp.int32), r: int, code: int, dead: bool):
+    """Report ``code`` at row ``r`` unless the call failed before this launch (``dead``: the sticky status word)."""
+    if not dead:
+        report(status_out, r, code)
+
+
+@wp.func
+def _confirmed_local(
+    tags: Any, view_local: Any, slots: wp.array(dtype=wp.int32), count: int, i: int, s: int, tag: int, local: wp.mat44d
 ):
-    """``req_row_out[indices[k]] = k`` (-1 before, :func:`_stage_write`); an index out of range or given twice is
-    reported. Nested views only: the solve of a view without nesting claims its own rows."""
-    k = wp.tid()
-    if failed(status_out):
-        return
-    i = indices[k]
-    if i < 0 or i >= count:
-        report(status_out, k, CODE_INDEX_RANGE)
-        return
-    if wp.atomic_exch(req_row_out, i, k) != -1:
-        report(status_out, k, CODE_INDEX_DUPLICATE)
+    """View prim ``i``'s local matrix ``local``, loaded at its slot ``s`` from the slot table, if the tag column
+    confirms that slot (``tag``, loaded there, is ``i``); else the one at the slot :func:`scan_slot` finds (and writes
+    back into ``slots``: a stale table). False where no prim carries the tag."""
+    out = local
+    found = True
+    if tag != i or s < 0 or s >= count:
+        slot = scan_slot(tags, slots, i, count)
+        if slot < 0:
+            found = False
+        else:
+            out = view_local[slot]
+    return out, found
+
+
+@wp.func
+def _confirmed_parent_world(
+    parent_tags: Any,
+    parent_world: Any,
+    parent_slots: wp.array(dtype=wp.int32),
+    parent_count: int,
+    row_parent_slots: wp.array(dtype=wp.int32),
+    i: int,
+    p: int,
+    ps: int,
+    parent_tag: int,
+    pw: wp.mat44d,
+):
+    """The world matrix of parent ``p`` of view prim ``i``: ``pw``, loaded at its slot ``ps`` from
+    ``row_parent_slots``, if the parent tag column confirms that slot (``parent_tag``, loaded there, is ``p``); else
+    the one at the slot the inverted table ``parent_slots`` gives (confirmed the same way) or :func:`scan_slot` finds,
+    written back into ``row_parent_slots``. False where no parent carries the tag."""
+    out = pw
+    found = True
+    if parent_tag != p or ps < 0 or ps >= parent_count:  # stale: the inverted table, else a scan
+        slot = parent_slots[p]
+        if slot < 0 or slot >= parent_count or int(parent_tags[wp.clamp(slot, 0, parent_count - 1)]) != p:
+            slot = scan_slot(parent_tags, parent_slots, p, parent_count)
+        if slot < 0:
+            found = False
+        else:
+            row_parent_slots[i] = slot
+            out = parent_world[slot]
+    return out, found
 
 
 @wp.kernel(enable_backward=False)
@@ -151,13 +191,7 @@ def _solve_flat(
     range for that; the checks come after), and the parent's slot is one load (perf/RESULTS.md, "The reset path").
     """
     k = wp.tid()
-    i = k
-    r = k  # the request row: its data, and the row errors name
-    if kind == _KIND_INDEXED:
-        i = indices[k]
-    if kind == _KIND_MASK_ROWS:  # a mask compacted on the host (CPU): in range, each prim once
-        i = indices[k]
-        r = i
+    i, r = _write_row(k, kind, indices)
     dead = failed(status_out)
     ic = wp.clamp(i, 0, count - 1)
     s = slots[ic]  # the tables' 4-byte loads share the mask's latency (a mask's row is the prim: no index to wait
@@ -170,8 +204,7 @@ def _solve_flat(
     if not live:
         return
     if stale:
-        if not dead:
-            report(status_out, r, CODE_STALE_LAYOUT)
+        _report_first(status_out, r, CODE_STALE_LAYOUT, dead)
         return
     t, q, sc = request_values(r, req)
     local = view_local[wp.clamp(s, 0, count - 1)]
@@ -180,8 +213,7 @@ def _solve_flat(
     pw = parent_world[pc]
     parent_tag = int(parent_tags[pc])
     if i != ic:
-        if not dead:
-            report(status_out, r, CODE_INDEX_RANGE)
+        _report_first(status_out, r, CODE_INDEX_RANGE, dead)
         return
     claimed = int(-1)
     if kind == _KIND_INDEXED:
@@ -193,191 +225,52 @@ def _solve_flat(
         return
     if not values_ok(r, req, t, q, sc, status_out):
         return
-    if tag != i or s < 0 or s >= count:  # a stale slot table: scan the column (and repair the table)
-        s = scan_slot(tags, slots, i, count)
-        if s < 0:  # a tag missing from its column: the host's count check makes this unreachable
-            report(status_out, r, CODE_INDEX_RANGE)
-            return
-        local = view_local[s]
+    local, found = _confirmed_local(tags, view_local, slots, count, i, s, tag, local)
+    if not found:  # a tag missing from its column: the host's count check makes this unreachable
+        report(status_out, r, CODE_INDEX_RANGE)
+        return
     if up < 0:
         pw = _IDENTITY
     else:
-        p = up - count
-        if parent_tag != p or ps < 0 or ps >= parent_count:  # stale: the inverted table, else a scan
-            ps = parent_slots[p]
-            if ps < 0 or ps >= parent_count or int(parent_tags[wp.clamp(ps, 0, parent_count - 1)]) != p:
-                ps = scan_slot(parent_tags, parent_slots, p, parent_count)
-            if ps < 0:
-                report(status_out, r, CODE_INDEX_RANGE)
-                return
-            row_parent_slots[i] = ps
-            pw = parent_world[ps]
+        pw, found = _confirmed_parent_world(
+            parent_tags, parent_world, parent_slots, parent_count, row_parent_slots, i, up - count, ps, parent_tag, pw
+        )
+        if not found:
+            report(status_out, r, CODE_INDEX_RANGE)
+            return
     m, status = solve_values(local, pw, req, t, q, sc)
     report_solve(status_out, r, status)
     local_out[i] = m
     world_out[i] = m @ pw
 
 
-@wp.kernel(enable_backward=False)
-def _solve_writes(
-    # inputs
-    view_local: wp.fabricarray(dtype=wp.mat44d),
-    slots: wp.array(dtype=wp.int32),
-    extra_world: wp.fabricarray(dtype=wp.mat44d),
-    extra_local: wp.fabricarray(dtype=wp.mat44d),
-    extra_slots: wp.array(dtype=wp.int32),
-    node_parent: wp.array(dtype=wp.int32),
-    count: int,
-    indices: wp.array(dtype=wp.int32),
-    use_indices: int,
-    req_row: wp.array(dtype=wp.int32),
-    req: WriteRequest,
-    # outputs
-    local_out: wp.array(dtype=wp.mat44d),
-    world_out: wp.array(dtype=wp.mat44d),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """New local and world matrix of each written prim of a view with nested prims (into view-indexed scratch),
-    nothing written to Fabric; the request rows were staged by :func:`_stage_write` / :func:`_stage_indices`.
-
-    A prim's parent world matrix is the one it will have after this write: the chain of nodes above it (view prims,
-    the prims between nested view prims, then an anchor whose world this write cannot move) is composed top-down,
-    solving the written view prims of the chain on the way. O(depth^2) per row in the nesting depth, usually 1.
-    """
-    k = wp.tid()
-    if failed(status_out):
-        return
-    i = k
-    if use_indices != 0:
-        i = indices[k]
-        if i < 0 or i >= count:
-            return
-    r = req_row[i]
-    if r < 0:
-        return
-    if not request_ok(r, req, status_out):
-        return
-    pw = _IDENTITY
-    chain = int(0)
-    n = node_parent[i]
-    while n >= 0:
-        chain += 1
-        n = node_parent[n]
-    for step in range(chain):
-        node = i
-        for _up in range(chain - step):
-            node = node_parent[node]
-        if node >= count:
-            e = extra_slots[node - count]
-            if node_parent[node] == _ANCHOR:  # noqa: SIM108 - Warp kernels: plain branches
-                pw = extra_world[e]
-            else:
-                pw = extra_local[e] @ pw
-        else:
-            loc = view_local[slots[node]]
-            rr = req_row[node]
-            if rr >= 0:
-                loc, _st = solve_request(loc, pw, rr, req)
-            pw = loc @ pw
-    m, status = solve_request(view_local[slots[i]], pw, r, req)
-    report_solve(status_out, r, status)
-    local_out[i] = m
-    world_out[i] = m @ pw
-
-
-@wp.kernel(enable_backward=False)
-def _commit_follow(
-    # inputs
+@wp.func
+def _commit_row(
+    k: int,
+    i: int,
+    s: int,
+    kind: int,
+    live: bool,
+    ok: bool,
+    claims: wp.array(dtype=wp.int32),
     local_new: wp.array(dtype=wp.mat44d),
     world_new: wp.array(dtype=wp.mat44d),
-    slots: wp.array(dtype=wp.int32),
-    count: int,
-    indices: wp.array(dtype=wp.int32),
-    use_indices: int,
-    req_row: wp.array(dtype=wp.int32),
-    status: wp.array(dtype=wp.int32),
-    start: wp.array(dtype=wp.int32),
-    nodes: wp.array(dtype=wp.int32),
-    node_slot: wp.array(dtype=wp.int32),
-    node_parent: wp.array(dtype=wp.int32),
-    node_top: wp.array(dtype=wp.int32),
-    follow: int,
-    local: wp.fabricarray(dtype=wp.mat44d),
-    # outputs
-    view_local_out: wp.fabricarray(dtype=wp.mat44d),
-    view_world_out: wp.fabricarray(dtype=wp.mat44d),
-    world_out: wp.fabricarray(dtype=wp.mat44d),
-    written_slots_out: wp.array(dtype=wp.int32),
-    # publish (DeviceErrors.publish_args)
-    publish: int,
-    counted: int,
-    state: wp.array(dtype=wp.int32),
-    mirror: wp.array(dtype=wp.uint64),
+    view_local_out: Any,
+    view_world_out: Any,
 ):
-    """Thread ``(0, k)`` copies row ``k``'s solved matrices into Fabric; with ``follow``, thread ``(j + 1, k)`` gives
-    the ``j``-th descendant of that prim (a follow plan: ``start``/``nodes`` per view index, the nodes' slots, parents
-    and top slots) ``local @ ... @ top world``, in parallel with the copy (the launch is ``(widest + 1, rows)``: the
-    threads' chains of dependent loads, not their arithmetic, set its time). Nothing is written if any row of the
-    call failed.
-
-    A descendant's walk up the plan composes local matrices until it meets a written view prim, whose solved world
-    matrix (the scratch, not Fabric) ends it, or the top, whose world matrix the write cannot move: no thread reads
-    what another writes, and a prim below two written ones is computed alike by both rows. A written view prim below
-    another is committed by its own row only.
-
-    Thread ``(0, 0)`` publishes the call's status word (final: the solve reported) when ``publish`` is set. The
-    descendant index is the launch's first dimension: a warp holds one ``j`` of 32 rows, so a row's copy and its
-    descendants' updates run in different warps, side by side, instead of one after the other in one diverged warp.
-    """
-    j, k = wp.tid()
-    if j == 0:
-        written_slots_out[k] = -1
-        if k == 0 and publish != 0:
-            publish_word(status, counted, state, mirror)
-    if status[0] != _STATUS_OK:
-        return
-    i = k
-    if use_indices != 0:
-        i = indices[k]
-        if i < 0 or i >= count:
-            return
-    if req_row[i] < 0:
-        return
-    if j == 0:
-        s = slots[i]
-        view_local_out[s] = local_new[i]
-        view_world_out[s] = world_new[i]
-        written_slots_out[k] = s
-        return
-    if follow == 0:
-        return
-    first = start[i]
-    if j > start[i + 1] - first:
-        return
-    d = nodes[first + j - 1]
-    if d < count:  # noqa: SIM102 - Warp kernels: plain branches
-        if req_row[d] >= 0:
-            return
-    m = local[node_slot[d]]
-    n = d
-    up = node_parent[d]
-    above = wp.mat44d()  # the world matrix above the walk: a written view prim's solved one, or the top's
-    found = bool(False)
-    while up >= 0 and not found:  # no parent is loaded once the walk met a written prim
-        n = up
-        if n < count:  # noqa: SIM102 - Warp does not short-circuit: req_row has count entries
-            if req_row[n] >= 0:
-                above = world_new[n]
-                found = True
-        if not found:
-            m = m @ local[node_slot[n]]
-            up = node_parent[n]
-    if not found:
-        top = node_top[n]
-        above = _IDENTITY
-        if top >= 0:
-            above = world_out[top]
-    world_out[node_slot[d]] = m @ above
+    """Thread ``(0, k)`` of :func:`_commit_flat`, for a ``live`` row ``k`` (prim ``i``): release the row's claim
+    (``INDEXED``) and, when the call is ``ok``, copy its solved matrices into Fabric slot ``s``. The slot written, or
+    -1."""
+    written = int(-1)
+    if live:
+        if kind == _KIND_INDEXED:  # noqa: SIM102 - Warp kernels: plain branches
+            if claims[i] == k:
+                claims[i] = -1
+        if ok:
+            view_local_out[s] = local_new[i]
+            view_world_out[s] = world_new[i]
+            written = s
+    return written
 
 
 @wp.kernel(enable_backward=False)
@@ -416,7 +309,7 @@ def _commit_flat(
     descendant of a prim lies below another view prim (the view has no nesting), so no thread reads what another
     writes. Nothing is written if any row of the call failed. Thread ``(0, 0)`` publishes the call's status word
     (final: the solve reported) when ``publish`` is set."""
-    j, k = wp.tid()  # j first: see _commit_follow
+    j, k = wp.tid()  # j first: see nested_write_kernels._commit_follow
     ok = status[0] == _STATUS_OK  # loaded first: the status word is final when this launch starts
     if j == 0 and k == 0 and publish != 0:
         publish_word(status, counted, state, mirror)
@@ -437,16 +330,8 @@ def _commit_flat(
         if not mask[k]:
             live = False
     if j == 0:
-        written = int(-1)
-        if live:
-            if kind == _KIND_INDEXED:  # noqa: SIM102 - Warp kernels: plain branches
-                if claims[i] == k:
-                    claims[i] = -1
-            if ok:
-                view_local_out[s] = local_new[i]
-                view_world_out[s] = world_new[i]
-                written = s
-        written_slots_out[k] = written
+        written_slots_out[k] = _commit_row(k, i, s, kind, live, ok, claims, local_new, world_new, view_local_out,
+                                           view_world_out)  # fmt: skip
         return
     if not live or not ok or d < 0:  # d < 0: no follow, or row i has fewer descendants than the widest
         return

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The write path of a :class:`~frameview.fabric.view.FabricFrameView`: one call's launches (kernels in
-:mod:`frameview.fabric.write_kernels`), run through the view's launch plumbing, then the descendants' update."""
+:mod:`frameview.fabric.write_kernels` and :mod:`frameview.fabric.nested_write_kernels`), run through the view's launch
+plumbing, then the descendants' update."""
 
 from __future__ import annotations
 
@@ -15,18 +16,9 @@ from .._launch import PUBLISHES, address, narrow_key
 from .._rows import ALL, INDEXED, MASK, MASK_ROWS, Rows
 from ..host import to_numpy
 from ..kernels.requests import WriteRequests
+from .nested_write_kernels import _commit_follow, _solve_writes, _stage_indices
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
-from .write_kernels import (
-    STAGE_ALL,
-    STAGE_INDICES,
-    STAGE_MASK,
-    _commit_flat,
-    _commit_follow,
-    _solve_flat,
-    _solve_writes,
-    _stage_indices,
-    _stage_write,
-)
+from .write_kernels import STAGE_ALL, STAGE_INDICES, STAGE_MASK, _commit_flat, _solve_flat, _stage_write
 
 __all__ = ["WritesMixin"]
 
