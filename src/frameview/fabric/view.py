@@ -23,17 +23,13 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._launch import PUBLISHES, LaunchingMixin, OffsetKeys, narrow_key
-from .._launch import address as _address
+from .._launch import PUBLISHES, LaunchingMixin, OffsetKeys, address, narrow_key
 from .._rows import ALL, MASK, Rows
-from .._rows import INDEXED as INDEXED
 from ..base import BaseFrameView
-from ..host import to_numpy as to_numpy
 from ..kernels.requests import WriteRequests
 from ..kernels.slots import invert_tag_column
 from .epoch import UNGUARDED, layout_changed, layout_epoch
 from .lifecycle import DEFERRED_TAGS as _DEFERRED_TAGS
-from .lifecycle import DeferredTagRemoval as DeferredTagRemoval
 from .lifecycle import Lifecycle as _Lifecycle
 from .nodes import node_graph as _node_graph
 from .providers import _is_pxr_stage, open_fabric_stage
@@ -48,7 +44,6 @@ from .read_kernels import (
 )
 from .selections import SelectionsMixin
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
-from .stage import FabricSelection as FabricSelection
 from .write_kernels import STAGE_ALL, _stage_write
 from .writes import WritesMixin
 
@@ -286,8 +281,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                         picked.indices if compact else self._no_index, offset, *self._guard(every_launch=True),
                         pos_out, quat_out, status])  # fmt: skip
                 else:
-                    where = (rows.count, _address(rows.indices), _address(pos_out), _address(quat_out),
-                             narrow_key(rows))  # fmt: skip
+                    where = (rows.count, address(rows.indices), address(pos_out), address(quat_out), narrow_key(rows))
                     self._run_steps(("gather", key), where, lambda: [
                         *self._narrow_steps(rows),
                         self._invert_check(tags, rows),
@@ -316,9 +310,8 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
 
     def _invert_check(self, tags: Any, rows: Rows) -> tuple:
         """The first step of an indexed read: the slot table, and the indices out of range reported."""
-        return ("invert_check", _invert_check, max(self.count, rows.count),
-                [tags, self.count, rows.indices, rows.count, *self._guard(), self._slots,
-                 self._errors.status])  # fmt: skip
+        params = [tags, self.count, rows.indices, rows.count, *self._guard(), self._slots, self._errors.status]
+        return ("invert_check", _invert_check, max(self.count, rows.count), params)
 
     def _guard(self, every_launch: bool = False) -> list:
         """The ``layout, expected`` arguments of a launch (:mod:`frameview.fabric.epoch`): the stage's epoch word, and
@@ -348,7 +341,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                                      [tags, mats, rows.mask, 1, *self._guard(every_launch=True), scale_out,
                                       status])  # fmt: skip
                 else:
-                    where = (rows.count, _address(rows.indices), _address(scale_out), narrow_key(rows))
+                    where = (rows.count, address(rows.indices), address(scale_out), narrow_key(rows))
                     self._run_steps(("gather_scales", attr), where, lambda: [
                         *self._narrow_steps(rows),
                         self._invert_check(tags, rows),
