@@ -229,7 +229,7 @@ class LaunchingMixin:
             wp.capture_launch(graph)
             return
         if self._device.is_cuda and replays >= 1 and self._own_capture_stream() is not None:
-            # capture on the view's own (non-blocking) stream: work other threads put on the device meanwhile is
+            # capture on the device's capture stream (non-blocking): work other threads put on the device meanwhile is
             # neither captured nor disturbed; the graph is replayed on the caller's current stream
             with CAPTURE_LOCK, wp.ScopedCapture(device=self._device, stream=self._capture_stream,
                                                 force_module_load=False) as capture:  # fmt: skip
