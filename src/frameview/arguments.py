@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The argument handling every view shares: rows (all / indices / mask) and data, checked once at the boundary.
 
-:class:`ArgumentsMixin` turns a call's ``indices`` / ``mask`` into :class:`~frameview._device_errors.Rows` (host indices
+:class:`ArgumentsMixin` turns a call's ``indices`` / ``mask`` into :class:`~frameview._rows.Rows` (host indices
 checked on the host and staged into a device buffer, device indices used as they are or narrowed to int32 in one
 launch, masks kept as masks), hands out the view-owned output buffers, and coerces pose and scale data to the
 kernels' dtype on the view's device (host data checked on the host, device data by the kernels or one check launch).
