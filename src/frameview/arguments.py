@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
+from ._device_errors import CODE_ZERO_QUATERNION, DeviceErrors, split_status
 from ._interop import borrow_indices, borrow_mask, borrow_rows, borrow_rows_on, rows_view, torch_on
 from ._launch import RecordedLaunch, block_dim_for
-from ._rows import CODE_ZERO_QUATERNION, INDEXED, MASK, DeviceErrors, Rows, is_torch_tensor, split_status
+from ._rows import INDEXED, MASK, Rows, is_torch_tensor
 from ._staging import HostStaging, call_bytes
 from .host import CAPTURE_LOCK, to_numpy
 from .kernels.arguments import INDEX_DTYPES, check_values, narrow_kernel

@@ -12,19 +12,20 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import warp as wp
 
-from ._rows import _FIRST_ARGUMENT as _FIRST_ARGUMENT
-from ._rows import ALL, INDEXED, MASK, DeviceErrors, Rows, source_index, status_error
-from ._rows import CODE_INDEX_DUPLICATE as CODE_INDEX_DUPLICATE
-from ._rows import CODE_INDEX_RANGE as CODE_INDEX_RANGE
-from ._rows import CODE_QUAT_NOT_FINITE as CODE_QUAT_NOT_FINITE
-from ._rows import CODE_RESULT_NOT_FINITE as CODE_RESULT_NOT_FINITE
-from ._rows import CODE_SHEAR as CODE_SHEAR
-from ._rows import CODE_SINGULAR_PARENT as CODE_SINGULAR_PARENT
-from ._rows import CODE_VALUE_NOT_FINITE as CODE_VALUE_NOT_FINITE
-from ._rows import CODE_ZERO_QUATERNION as CODE_ZERO_QUATERNION
+from ._device_errors import _FIRST_ARGUMENT as _FIRST_ARGUMENT
+from ._device_errors import CODE_INDEX_DUPLICATE as CODE_INDEX_DUPLICATE
+from ._device_errors import CODE_INDEX_RANGE as CODE_INDEX_RANGE
+from ._device_errors import CODE_QUAT_NOT_FINITE as CODE_QUAT_NOT_FINITE
+from ._device_errors import CODE_RESULT_NOT_FINITE as CODE_RESULT_NOT_FINITE
+from ._device_errors import CODE_SHEAR as CODE_SHEAR
+from ._device_errors import CODE_SINGULAR_PARENT as CODE_SINGULAR_PARENT
+from ._device_errors import CODE_VALUE_NOT_FINITE as CODE_VALUE_NOT_FINITE
+from ._device_errors import CODE_ZERO_QUATERNION as CODE_ZERO_QUATERNION
+from ._device_errors import DeviceErrors, status_error
+from ._device_errors import report as report
+from ._device_errors import split_status as split_status
+from ._rows import ALL, INDEXED, MASK, Rows, source_index
 from ._rows import is_torch_tensor as _is_torch_tensor  # noqa: F401  (its name here before the move)
-from ._rows import report as report
-from ._rows import split_status as split_status
 from .arguments import _INDEX_KINDS as _INDEX_KINDS
 from .arguments import _WARP_INDEX_DTYPES as _WARP_INDEX_DTYPES
 from .arguments import ArgumentsMixin, ArrayLike, IndicesLike, MaskLike

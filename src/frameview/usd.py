@@ -25,7 +25,8 @@ except ImportError as exc:  # usd-core is the optional extra frameview[usd]; Kit
         "UsdFrameView needs pxr: install frameview[usd] (or run inside Kit / Isaac Sim, which ships pxr)", name="pxr"
     ) from exc
 
-from ._rows import CODE_RESULT_NOT_FINITE, CODE_SHEAR, CODE_SINGULAR_PARENT, STATUS_CODES, Rows
+from ._device_errors import CODE_RESULT_NOT_FINITE, CODE_SHEAR, CODE_SINGULAR_PARENT, STATUS_CODES
+from ._rows import Rows
 from .base import BaseFrameView
 from .kernels.transforms import WRITE_NOT_FINITE, WRITE_OK, WRITE_SHEAR, WRITE_SINGULAR_PARENT, decompose_matrices
 from .usd_author import (  # noqa: F401  (re-exported: these lived here before the split)

@@ -15,7 +15,7 @@ import warp as wp
 from pxr import Usd, UsdGeom
 
 from .host import to_numpy
-from .kernels.requests import solve_request
+from .kernels.requests import WriteRequest, WriteRequests, solve_request
 from .kernels.transforms import decompose_matrix, is_sheared
 
 __all__ = ["SolvedWrites", "UsdWriteSolver"]
@@ -27,13 +27,7 @@ def _solve_writes(
     local: wp.array(dtype=wp.mat44d),
     parent_world: wp.array(dtype=wp.mat44d),
     src_rows: wp.array(dtype=wp.int32),
-    in_world: int,
-    set_pos: int,
-    pos: wp.array(dtype=wp.vec3f),
-    set_quat: int,
-    quat: wp.array(dtype=wp.quatf),
-    set_scale: int,
-    scale: wp.array(dtype=wp.vec3f),
+    req: WriteRequest,
     # outputs
     local_out: wp.array(dtype=wp.mat44d),
     t_out: wp.array(dtype=wp.vec3d),
@@ -45,8 +39,7 @@ def _solve_writes(
     """New local matrix (and its translate/orient/scale) of each written prim: the same :func:`solve_local` as the
     Fabric backend. Row ``j`` reads the request at ``src_rows[j]``; ``sheared_out`` flags a sheared result."""
     j = wp.tid()
-    m, status = solve_request(local[j], parent_world[j], src_rows[j], in_world, set_pos, pos, set_quat, quat,
-                              set_scale, scale)  # fmt: skip
+    m, status = solve_request(local[j], parent_world[j], src_rows[j], req)
     local_out[j] = m
     status_out[j] = status
     lt, lq, ls = decompose_matrix(m)
@@ -79,8 +72,7 @@ class UsdWriteSolver:
 
     def __init__(self, device: wp.context.Device) -> None:
         self._device = device
-        self._no_vec3 = wp.empty(0, dtype=wp.vec3f, device=device)
-        self._no_quat = wp.empty(0, dtype=wp.quatf, device=device)
+        self._requests = WriteRequests(device)
 
     def solve(
         self,
@@ -155,13 +147,7 @@ class UsdWriteSolver:
                 wp.array(local, dtype=wp.mat44d, device=device),
                 wp.array(parents, dtype=wp.mat44d, device=device),
                 wp.array(src_rows.astype(np.int32), dtype=wp.int32, device=device),
-                int(in_world),
-                int(pos is not None),
-                self._no_vec3 if pos is None else pos,
-                int(quat is not None),
-                self._no_quat if quat is None else quat,
-                int(scale is not None),
-                self._no_vec3 if scale is None else scale,
+                self._requests.build(in_world, pos, quat, scale),
             ],
             outputs=[*outs, *flags_out],
             device=device,

@@ -7,9 +7,9 @@ tables), and a graph is replayed without any host code of the view. When prims a
 view created or closed), Fabric moves those columns, and a replay would read and write freed memory. So every Fabric
 stage has one counter, advanced at each layout change and mirrored into one device word; a launch captured in the
 caller's graph takes the counter's value at capture (``expected``) and compares the word first: on a mismatch it
-neither reads nor writes Fabric, reports :data:`~frameview._rows.CODE_STALE_LAYOUT` (raised by ``view.check()`` or
-a later call) and gives NaN rows. The view's own launches and graphs pass ``expected = -1`` and skip the comparison:
-they run inside a view call, after the call brought the view's arrays up to date.
+neither reads nor writes Fabric, reports :data:`~frameview._device_errors.CODE_STALE_LAYOUT` (raised by
+``view.check()`` or a later call) and gives NaN rows. The view's own launches and graphs pass ``expected = -1`` and
+skip the comparison: they run inside a view call, after the call brought the view's arrays up to date.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import warp as wp
 
 from ..host import CAPTURE_LOCK
 
-__all__ = ["UNGUARDED", "LayoutEpoch", "layout_changed", "layout_epoch"]
+__all__ = ["UNGUARDED", "LayoutEpoch", "is_stale", "layout_changed", "layout_epoch"]
 
 UNGUARDED = -1
 """``expected`` of a launch made inside a view call (no comparison with the device word)."""
@@ -88,3 +88,14 @@ def layout_changed(fabric: Any) -> None:
     epoch = layout_epoch(fabric)
     if not epoch.exact:
         epoch.advance()
+
+
+@wp.func
+def is_stale(layout: wp.array(dtype=wp.int32), expected: int):
+    """Whether a launch captured in the caller's CUDA graph replays after the stage's layout changed: the epoch word
+    ``layout[0]`` is no longer the ``expected`` value of the capture (:class:`LayoutEpoch`). A launch made inside a
+    view call passes ``expected`` -1: never stale, nothing loaded. A stale launch must not touch Fabric."""
+    stale = bool(False)
+    if expected >= 0:
+        stale = layout[0] != expected
+    return stale

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .view_kernels import _ANCHOR
+from .nested_write_kernels import _ANCHOR
 
 __all__ = ["node_graph"]
 

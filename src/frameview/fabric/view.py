@@ -7,8 +7,8 @@ access the view->slot table is rebuilt from live Fabric data by inverting the ta
 is no cache to invalidate, and a count mismatch raises instead of reading another prim.
 
 Its rooms: :mod:`.lifecycle` (its state, deferred tag removals), :mod:`.nodes` (the prims a write reads),
-:mod:`.selections` (each access's selections and fabric arrays), :mod:`.launching` (recorded launches, CUDA graphs),
-:mod:`.writes` (the write path), :mod:`.view_kernels` (its kernels).
+:mod:`.selections` (each access's selections and fabric arrays), :mod:`frameview._launch` (recorded launches, CUDA
+graphs), :mod:`.writes` (the write path), :mod:`.read_kernels` and :mod:`.write_kernels` (its kernels).
 """
 
 from __future__ import annotations
@@ -23,29 +23,17 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._launch import OffsetKeys, destroy_stream
-from .._launch import RecordedLaunch as RecordedLaunch
-from .._launch import block_dim_for as block_dim_for
-from .._launch import capture_stream as capture_stream
+from .._launch import PUBLISHES, LaunchingMixin, OffsetKeys, address, narrow_key
 from .._rows import ALL, MASK, Rows
-from .._rows import INDEXED as INDEXED
 from ..base import BaseFrameView
-from ..host import CAPTURE_LOCK
-from ..host import to_numpy as to_numpy
+from ..kernels.requests import WriteRequests
 from ..kernels.slots import invert_tag_column
 from .epoch import UNGUARDED, layout_changed, layout_epoch
-from .launching import PUBLISHES, LaunchingMixin, narrow_key
-from .launching import address as _address
 from .lifecycle import DEFERRED_TAGS as _DEFERRED_TAGS
-from .lifecycle import DeferredTagRemoval as DeferredTagRemoval
 from .lifecycle import Lifecycle as _Lifecycle
 from .nodes import node_graph as _node_graph
 from .providers import _is_pxr_stage, open_fabric_stage
-from .selections import SelectionsMixin
-from .stage import LOCAL_MATRIX, WORLD_MATRIX
-from .stage import FabricSelection as FabricSelection
-from .view_kernels import _ANCHOR as _ANCHOR
-from .view_kernels import (
+from .read_kernels import (
     _NO_OFFSET,
     _gather_poses,
     _gather_scales,
@@ -54,13 +42,9 @@ from .view_kernels import (
     _scatter_poses,
     _scatter_scales,
 )
-from .view_kernels import STAGE_ALL as STAGE_ALL
-from .view_kernels import STAGE_INDICES as STAGE_INDICES
-from .view_kernels import STAGE_MASK as STAGE_MASK
-from .view_kernels import _commit_follow as _commit_follow
-from .view_kernels import _solve_writes as _solve_writes
-from .view_kernels import _stage_indices as _stage_indices
-from .view_kernels import _stage_write as _stage_write
+from .selections import SelectionsMixin
+from .stage import LOCAL_MATRIX, WORLD_MATRIX
+from .write_kernels import STAGE_ALL, _stage_write
 from .writes import WritesMixin
 
 __all__ = ["FabricFrameView"]
@@ -173,8 +157,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         self._new_local = wp.empty(n, dtype=wp.mat44d, device=dev)
         self._new_world = wp.empty(n, dtype=wp.mat44d, device=dev)
         self._written = wp.empty(n, dtype=wp.int32, device=dev)
-        self._no_vec3 = wp.empty(0, dtype=wp.vec3f, device=dev)
-        self._no_quat = wp.empty(0, dtype=wp.quatf, device=dev)
+        self._requests = WriteRequests(dev)
         self._no_index = wp.empty(0, dtype=wp.int32, device=dev)
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._no_table = wp.empty((0, 0), dtype=wp.int32, device=dev)
@@ -298,8 +281,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                         picked.indices if compact else self._no_index, offset, *self._guard(every_launch=True),
                         pos_out, quat_out, status])  # fmt: skip
                 else:
-                    where = (rows.count, _address(rows.indices), _address(pos_out), _address(quat_out),
-                             narrow_key(rows))  # fmt: skip
+                    where = (rows.count, address(rows.indices), address(pos_out), address(quat_out), narrow_key(rows))
                     self._run_steps(("gather", key), where, lambda: [
                         *self._narrow_steps(rows),
                         self._invert_check(tags, rows),
@@ -328,9 +310,8 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
 
     def _invert_check(self, tags: Any, rows: Rows) -> tuple:
         """The first step of an indexed read: the slot table, and the indices out of range reported."""
-        return ("invert_check", _invert_check, max(self.count, rows.count),
-                [tags, self.count, rows.indices, rows.count, *self._guard(), self._slots,
-                 self._errors.status])  # fmt: skip
+        params = [tags, self.count, rows.indices, rows.count, *self._guard(), self._slots, self._errors.status]
+        return ("invert_check", _invert_check, max(self.count, rows.count), params)
 
     def _guard(self, every_launch: bool = False) -> list:
         """The ``layout, expected`` arguments of a launch (:mod:`frameview.fabric.epoch`): the stage's epoch word, and
@@ -360,7 +341,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                                      [tags, mats, rows.mask, 1, *self._guard(every_launch=True), scale_out,
                                       status])  # fmt: skip
                 else:
-                    where = (rows.count, _address(rows.indices), _address(scale_out), narrow_key(rows))
+                    where = (rows.count, address(rows.indices), address(scale_out), narrow_key(rows))
                     self._run_steps(("gather_scales", attr), where, lambda: [
                         *self._narrow_steps(rows),
                         self._invert_check(tags, rows),
@@ -426,13 +407,10 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
     def _release(self) -> None:
         """Remove both tags from every tagged prim, in one batch each."""
         self._launches.clear()
+        self._requests.clear()
         self._arrays.clear()
         self._columns.clear()
-        if self._capture_stream is not None:
-            with CAPTURE_LOCK:  # Warp refuses the wait while any view of the device captures
-                wp.synchronize_stream(self._capture_stream)
-            destroy_stream(self._capture_stream)
-            self._capture_stream = None
+        self._capture_stream = None  # the device's, shared (frameview._launch.capture_stream): kept
         fabric = self._fabric
         if not fabric.is_alive():
             return

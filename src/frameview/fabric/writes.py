@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The write path of a :class:`~frameview.fabric.view.FabricFrameView`: one call's launches (kernels in
-:mod:`frameview.fabric.view_kernels`), run through the view's launch plumbing, then the descendants' update."""
+:mod:`frameview.fabric.write_kernels` and :mod:`frameview.fabric.nested_write_kernels`), run through the view's launch
+plumbing, then the descendants' update."""
 
 from __future__ import annotations
 
@@ -10,21 +11,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
-from .._rows import ALL, INDEXED, MASK, MASK_ROWS, DeviceErrors, Rows
+from .._device_errors import DeviceErrors
+from .._launch import PUBLISHES, address, narrow_key
+from .._rows import ALL, INDEXED, MASK, MASK_ROWS, Rows
 from ..host import to_numpy
-from .launching import PUBLISHES, address, narrow_key
+from ..kernels.requests import WriteRequests
+from .nested_write_kernels import _commit_follow, _solve_writes, _stage_indices
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
-from .view_kernels import (
-    STAGE_ALL,
-    STAGE_INDICES,
-    STAGE_MASK,
-    _commit_flat,
-    _commit_follow,
-    _solve_flat,
-    _solve_writes,
-    _stage_indices,
-    _stage_write,
-)
+from .write_kernels import STAGE_ALL, STAGE_INDICES, STAGE_MASK, _commit_flat, _solve_flat, _stage_write
 
 __all__ = ["WritesMixin"]
 
@@ -54,8 +48,7 @@ class WritesMixin:
     _new_local: wp.array
     _new_world: wp.array
     _written: wp.array
-    _no_vec3: wp.array
-    _no_quat: wp.array
+    _requests: WriteRequests
     _no_index: wp.array
     _no_mask: wp.array
     _no_table: wp.array
@@ -166,9 +159,7 @@ class WritesMixin:
         parent_tags = self._arrays["parent:" + self._parent_tag] if n_parents else tags
         view_world, view_local = self._arrays[WORLD_MATRIX], self._arrays[LOCAL_MATRIX]
         columns = self._columns  # the flat path's kernels: plain arrays where a selection spans one bucket
-        values = [int(in_world), int(pos is not None), self._no_vec3 if pos is None else pos,
-                  int(quat is not None), self._no_quat if quat is None else quat,
-                  int(scale is not None), self._no_vec3 if scale is None else scale]  # fmt: skip
+        request = self._requests(in_world, pos, quat, scale)
         plan = self._follow
         if plan is not None and plan.width > 0:
             local_all, world_all = plan.columns()
@@ -194,7 +185,7 @@ class WritesMixin:
                 columns[self._tag], columns[LOCAL_MATRIX], self._slots,
                 columns["parent:" + self._parent_tag] if n_parents else columns[self._tag],
                 columns[parent + WORLD_MATRIX], self._parent_slots,
-                n_parents, self._node_parent, count, int(rows.kind), indices, mask, *values, *guard,
+                n_parents, self._node_parent, count, int(rows.kind), indices, mask, request, *guard,
                 self._row_parent_slots, self._req_row, self._new_local, self._new_world, status,
             ]))  # fmt: skip
             steps.append(("commit_flat", _commit_flat, (width, rows.count), [
@@ -212,7 +203,7 @@ class WritesMixin:
             steps.append(("stage_indices", _stage_indices, rows.count, [indices, count, self._req_row, status]))
         steps.append(("solve", _solve_writes, rows.count, [
             view_local, self._slots, self._arrays[parent + WORLD_MATRIX], self._arrays[parent + LOCAL_MATRIX],
-            self._parent_slots, self._node_parent, count, indices, int(indexed), req_row, *values,
+            self._parent_slots, self._node_parent, count, indices, int(indexed), req_row, request,
             self._new_local, self._new_world, status,
         ]))  # fmt: skip
         steps.append(("commit", _commit_follow, (width, rows.count), [

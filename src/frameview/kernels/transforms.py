@@ -254,6 +254,64 @@ def transform_point(p: wp.vec3d, m: wp.mat44d):
 
 
 @wp.func
+def _written_rotation(
+    r0: wp.vec3d,
+    r1: wp.vec3d,
+    r2: wp.vec3d,
+    l0: wp.float64,
+    l1: wp.float64,
+    l2: wp.float64,
+    q: wp.quatd,
+    in_world: int,
+    p0: wp.vec3d,
+    p1: wp.vec3d,
+    sq0: wp.float64,
+    mirror: wp.float64,
+):
+    """An orientation write of :func:`solve_local`: the rows of the new local rotation for the world (``in_world``) or
+    local orientation ``q``, and the kept local scale (the lengths ``l0``-``l2`` of the local rows ``r0``-``r2``, a
+    mirror's sign on x, as :func:`axis_scale`). A world orientation gives ``diag(e, 1, 1) R(q) M^T``: ``M`` the
+    parent's rows ``p0``, ``p1`` (``sq0 = |p0|^2``) by Gram-Schmidt, ``e = mirror = det M``."""
+    zero = wp.float64(0.0)
+    one = wp.float64(1.0)
+    sx = l0
+    if wp.dot(wp.cross(r0, r1), r2) < zero:
+        sx = -l0
+    rows = wp.transpose(wp.quat_to_matrix(unit_quat(q)))
+    if in_world != 0:
+        m0 = p0 * (one / wp.sqrt(sq0))
+        g1 = p1 - wp.dot(p1, m0) * m0
+        m1 = g1 * (one / wp.length(g1))
+        m2 = wp.cross(m0, m1) * mirror
+        rows = rows @ wp.mat33d(m0[0], m1[0], m2[0], m0[1], m1[1], m2[1], m0[2], m1[2], m2[2])
+        if mirror < zero:
+            rows[0] = -rows[0]
+    return rows, wp.vec3d(sx, l1, l2)
+
+
+@wp.func
+def _written_scale(s: wp.vec3d, in_world: int, sq0: wp.float64, sq1: wp.float64, sq2: wp.float64, mirror: wp.float64):
+    """A scale write of :func:`solve_local`: the new local scale for the world (``in_world``) or local scale ``s``; a
+    world scale is divided per parent axis by its length (``sq*``: squared), a mirror's sign on x
+    (``mirror``), as :func:`decompose_matrix` reports it."""
+    scale = s
+    if in_world != 0:
+        scale = wp.vec3d(s[0] / (wp.sqrt(sq0) * mirror), s[1] / wp.sqrt(sq1), s[2] / wp.sqrt(sq2))
+    return scale
+
+
+@wp.func
+def _finite_status(m: wp.mat44d):
+    """``WRITE_NOT_FINITE`` when an entry of ``m`` is not finite, else ``WRITE_OK``."""
+    status = int(WRITE_OK)
+    for a in range(4):
+        for b in range(4):
+            if not wp.isfinite(m[a, b]):
+                status = WRITE_NOT_FINITE
+    return status
+
+
+@wp.func
 def solve_local(
     local: wp.mat44d,
     parent_world: wp.mat44d,
@@ -282,7 +340,6 @@ def solve_local(
       The local scale is kept unless ``set_s``, the local rotation unless ``set_q``;
     - a world write needs an invertible parent world matrix (``WRITE_SINGULAR_PARENT`` otherwise).
     """
-    status = int(WRITE_OK)
     out = local
     zero = wp.float64(0.0)
     one = wp.float64(1.0)
@@ -313,35 +370,18 @@ def solve_local(
         rows = wp.mat33d()
         scale = wp.vec3d()
         if set_q != 0:  # the local rotation is replaced: only the kept scale is needed (axis_scale's, lengths shared)
-            if wp.dot(wp.cross(r0, r1), r2) < zero:
-                l0 = -l0
-            scale = wp.vec3d(l0, l1, l2)
-            rows = wp.transpose(wp.quat_to_matrix(unit_quat(q)))
-            if in_world != 0:  # diag(e, 1, 1) R(q) M^T: M the parent's rows by Gram-Schmidt, e = det M
-                m0 = p0 * (one / wp.sqrt(sq0))
-                g1 = p1 - wp.dot(p1, m0) * m0
-                m1 = g1 * (one / wp.length(g1))
-                m2 = wp.cross(m0, m1) * mirror
-                rows = rows @ wp.mat33d(m0[0], m1[0], m2[0], m0[1], m1[1], m2[1], m0[2], m1[2], m2[2])
-                if mirror < zero:
-                    rows[0] = -rows[0]
+            rows, scale = _written_rotation(r0, r1, r2, l0, l1, l2, q, in_world, p0, p1, sq0, mirror)
         else:
             rows, scale = rotation_rows(local)
         if set_s != 0:
-            scale = s
-            if in_world != 0:  # per parent axis: its length (a mirror's sign on x, as decompose_matrix reports)
-                scale = wp.vec3d(s[0] / (wp.sqrt(sq0) * mirror), s[1] / wp.sqrt(sq1), s[2] / wp.sqrt(sq2))
+            scale = _written_scale(s, in_world, sq0, sq1, sq2, mirror)
         out = with_upper(local, scale, rows)
     if set_t != 0:
         lt = t
         if in_world != 0:
             lt = local_point(t, parent_world)
         out = with_translation(out, lt)
-    for a in range(4):
-        for b in range(4):
-            if not wp.isfinite(out[a, b]):
-                status = WRITE_NOT_FINITE
-    return out, status
+    return out, _finite_status(out)
 
 
 @wp.kernel(enable_backward=False)

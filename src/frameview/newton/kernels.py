@@ -7,7 +7,7 @@ rotation (:func:`refresh_offsets`, rerun whenever ``local`` changes: by a write'
 no frame is anchored on another, else by a fourth launch over every frame).
 Every kernel takes the rows of a call as ``(view_node, count, kind, indices, mask)`` (all, int32 indices checked
 here, or a mask). Launched by :class:`~frameview.newton.view.NewtonFrameView` through
-:class:`~frameview.newton.launches.LaunchCache`.
+:class:`~frameview._launch.LaunchCache`.
 """
 
 from __future__ import annotations
@@ -15,17 +15,15 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
-from .._rows import (
-    ALL,
+from .._device_errors import (
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
-    INDEXED,
-    MASK,
     STATUS_OK,
     failed,
     report,
 )
-from ..kernels.requests import report_solve, request_ok, solve_request
+from .._rows import ALL, INDEXED, MASK
+from ..kernels.requests import WriteRequest, report_solve, request_ok, solve_request
 from ..kernels.transforms import (
     axis_rotation,
     axis_scale,
@@ -323,13 +321,7 @@ def solve_writes(
     indices: wp.array(dtype=wp.int32),
     mask: wp.array(dtype=wp.bool),
     req_row: wp.array(dtype=wp.int32),
-    in_world: int,
-    set_pos: int,
-    pos: wp.array(dtype=wp.vec3f),
-    set_quat: int,
-    quat: wp.array(dtype=wp.quatf),
-    set_scale: int,
-    scale: wp.array(dtype=wp.vec3f),
+    req: WriteRequest,
     # outputs
     local_out: wp.array(dtype=wp.mat44d),
     status_out: wp.array(dtype=wp.int32),
@@ -346,11 +338,11 @@ def solve_writes(
     i = _view_row(k, kind, indices, mask, count)
     if i < 0:
         return
-    if not request_ok(k, set_pos, pos, set_quat, quat, set_scale, scale, status_out):
+    if not request_ok(k, req, status_out):
         return
     n = view_node[i]
     pw = _IDENTITY
-    if in_world != 0:
+    if req.in_world != 0:
         depth = int(0)
         a = anchor[n]
         while a >= 0:
@@ -365,10 +357,10 @@ def solve_writes(
             loc = local[node]
             rr = req_row[node]
             if rr >= 0:
-                loc, _st = solve_request(loc, above, rr, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+                loc, _st = solve_request(loc, above, rr, req)
             w = loc @ above
         pw = chain[n] @ w
-    m, status = solve_request(local[n], pw, k, in_world, set_pos, pos, set_quat, quat, set_scale, scale)
+    m, status = solve_request(local[n], pw, k, req)
     report_solve(status_out, k, status)
     local_out[k] = m
 

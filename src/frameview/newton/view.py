@@ -25,12 +25,12 @@ except ImportError as exc:  # newton and usd-core are the optional extra framevi
         name=exc.name,
     ) from exc
 
-from .._launch import OffsetKeys
+from .._launch import LaunchCache, OffsetKeys, address
 from .._rows import INDEXED, MASK, Rows
 from ..base import BaseFrameView
+from ..kernels.requests import WriteRequests
 from .frames import FrameStore, frame_store
 from .kernels import NO_OFFSET, commit_writes, read_poses, read_scales, solve_writes, stage_rows
-from .launches import LaunchCache, address
 from .mirror import MirrorRows
 
 __all__ = ["NewtonFrameView"]
@@ -136,8 +136,7 @@ class NewtonFrameView(BaseFrameView):
         self._needs_bodies = bool((self._bodies >= 0).any())
         dev = self._device
         self._view_node = wp.array(nodes, dtype=wp.int32, device=dev)
-        self._no_vec3 = wp.empty(0, dtype=wp.vec3f, device=dev)
-        self._no_quat = wp.empty(0, dtype=wp.quatf, device=dev)
+        self._requests = WriteRequests(dev)
         self._no_index = wp.empty(0, dtype=wp.int32, device=dev)
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._no_bodies = wp.empty(0, dtype=wp.transformf, device=dev)
@@ -318,9 +317,7 @@ class NewtonFrameView(BaseFrameView):
                 (stage_rows, rows.count, [*rows_params, store.req_row, status]),
                 (solve_writes, rows.count, [
                     store.local, store.chain, store.anchor, store.body, body_q, *rows_params, store.req_row,
-                    int(in_world), int(pos is not None), self._no_vec3 if pos is None else pos,
-                    int(quat is not None), self._no_quat if quat is None else quat,
-                    int(scale is not None), self._no_vec3 if scale is None else scale, new_local, status,
+                    self._requests(in_world, pos, quat, scale), new_local, status,
                 ]),
                 (commit_writes, rows.count, [
                     new_local, *rows_params, status, int(not anchored), store.chain, store.body,
@@ -361,6 +358,7 @@ class NewtonFrameView(BaseFrameView):
 
     def _release(self) -> None:
         self._launches.clear()
+        self._requests.clear()
         self._checked_body_q = None
         self._offset_key.clear()
         self._mirror.clear()

@@ -34,7 +34,7 @@ _ARRAYS = ("start", "nodes", "node_parent", "follow_up", "node_slot", "node_top"
 
 class FollowPlan:
     """The descendants of one view's prims in an embedded model, laid out for the view's commit launch
-    (``fabric/view_kernels._commit_follow``).
+    (``fabric/write_kernels._commit_follow``).
 
     Args:
         model: The :class:`~frameview.fabric.memory.MemoryFabricStage`.
