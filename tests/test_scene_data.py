@@ -472,3 +472,75 @@ def test_device_mismatch_is_value_error():
         provider.get_transforms(wp.zeros(2, dtype=wp.vec3f, device="cpu"), None)
     with pytest.raises(ValueError, match="mapping: expected an array on cuda:0"):
         provider.get_transforms(None, None, wp.zeros(2, dtype=wp.int32, device="cpu"))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# SceneDataProvider: the inputs users pass (torch tensors, column slices, ProxyArray-likes)
+
+
+class _Proxy:
+    """What Isaac Lab 3's ``ProxyArray`` offers: the same memory as ``.warp`` (and ``.torch``)."""
+
+    def __init__(self, array: wp.array) -> None:
+        self.warp = array
+
+
+@pytest.mark.parametrize("kind", ["torch", "torch_slices", "proxy"])
+def test_torch_and_proxy_inputs_gather_what_numpy_says(device, kind):
+    """Sources, outputs and the mapping as torch tensors (outputs as column slices of one (M, 13) state tensor,
+    written in place) or ProxyArray-likes: rows source[mapping[i]] (NumPy), the other columns untouched."""
+    torch = pytest.importorskip("torch")
+    tdev = "cpu" if device == "cpu" else "cuda:0"
+    n = 30
+    rng = np.random.default_rng(8)
+    p = rng.normal(size=(n, 3)).astype(np.float32)
+    q = rng.normal(size=(n, 4)).astype(np.float32)
+    m = compose_fabric(*random_poses(n, 9))
+    backend_paths = paths(n)
+    consumer = [backend_paths[i] for i in rng.permutation(n)[:20]] + [None]
+    idx = np.array(reference_mapping(consumer, backend_paths))
+    rows = len(consumer)
+    if kind == "proxy":
+        pw, qw = wp.array(p, dtype=wp.vec3f, device=device), wp.array(q, dtype=wp.quatf, device=device)
+        sources = [(_Proxy(pw), _Proxy(qw))]
+    else:
+        sources = [(torch.tensor(p, device=tdev), torch.tensor(q, device=tdev)), torch.tensor(m, device=tdev)]
+    for source in sources:
+        provider = fv.SceneDataProvider(backend_paths, source)
+        assert provider.device == wp.get_device(device)
+        mapping = provider.create_mapping(consumer)
+        state = torch.full((rows, 13), SENTINEL, device=tdev)
+        if kind == "torch_slices":
+            pos, quat = state[:, 0:3], state[:, 3:7]
+        elif kind == "torch":
+            pos, quat = torch.full((rows, 3), SENTINEL, device=tdev), torch.full((rows, 4), SENTINEL, device=tdev)
+        else:
+            pos = _Proxy(wp.array(np.full((rows, 3), SENTINEL, np.float32), dtype=wp.vec3f, device=device))
+            quat = _Proxy(wp.array(np.full((rows, 4), SENTINEL, np.float32), dtype=wp.quatf, device=device))
+        passed_mapping = _Proxy(mapping) if kind == "proxy" else wp.to_torch(mapping)
+        assert provider.get_transforms(pos, quat, passed_mapping)
+        got_p = pos.warp.numpy() if kind == "proxy" else pos.cpu().numpy()
+        got_q = quat.warp.numpy() if kind == "proxy" else quat.cpu().numpy()
+        hit = idx >= 0
+        if isinstance(source, tuple):
+            np.testing.assert_array_equal(got_p[hit], p[idx[hit]])
+            np.testing.assert_array_equal(got_q[hit], q[idx[hit]])
+        else:
+            np.testing.assert_allclose(got_p[hit], m[idx[hit], 3, :3], rtol=1e-6, atol=1e-4)
+        np.testing.assert_array_equal(got_p[~hit], SENTINEL)
+        if kind == "torch_slices":
+            np.testing.assert_array_equal(state[:, 7:].cpu().numpy(), SENTINEL)  # the other columns untouched
+
+
+def test_torch_inputs_of_the_wrong_kind_are_named(device):
+    """A float64 or (M, 4) torch output, an int64 torch mapping: TypeError / ValueError naming the argument."""
+    torch = pytest.importorskip("torch")
+    tdev = "cpu" if device == "cpu" else "cuda:0"
+    provider = fv.SceneDataProvider(paths(3), (torch.zeros((3, 3), device=tdev), torch.zeros((3, 4), device=tdev)))
+    good_q = torch.zeros((3, 4), device=tdev)
+    with pytest.raises(TypeError, match="positions: expected a float32 \\(N, 3\\) torch tensor"):
+        provider.get_transforms(torch.zeros((3, 3), dtype=torch.float64, device=tdev), good_q)
+    with pytest.raises(TypeError, match="positions: expected a float32 \\(N, 3\\) torch tensor"):
+        provider.get_transforms(torch.zeros((3, 4), device=tdev), good_q)
+    with pytest.raises(TypeError, match="mapping: expected dtype int32"):
+        provider.get_transforms(torch.zeros((3, 3), device=tdev), good_q, torch.arange(3, device=tdev))

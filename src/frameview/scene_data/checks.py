@@ -4,10 +4,14 @@ output arrays, each validated once at the API boundary (dtype, shape, device) wi
 
 from __future__ import annotations
 
+import sys
 from typing import Any, NamedTuple, Union
 
 import numpy as np
 import warp as wp
+
+from .._interop import borrow_indices, borrow_rows
+from .._rows import is_torch_tensor
 
 __all__ = ["Source", "TransformSource", "check_mapping", "check_outputs", "resolve_source", "row_count"]
 
@@ -31,10 +35,19 @@ def _as_vector_array(value: Any, name: str, vec_type: type, scalar: type, width:
     Returns it as a (N,) array of ``vec_type`` (a zero-copy view for the scalar form).
     """
     expected = f"wp.{vec_type.__name__} (N,) or {scalar.__name__} (N, {width})"
+    value = _unwrap(value)
+    if is_torch_tensor(value):  # zero-copy; rows may be strided (column slices of a wider tensor)
+        borrowed = borrow_rows(value, vec_type, width)
+        if borrowed is None:
+            raise TypeError(
+                f"{name}: expected a float32 (N, {width}) torch tensor with unit column stride, got dtype "
+                f"{value.dtype}, shape {tuple(value.shape)}, strides {value.stride()}"
+            )
+        value = borrowed
     if not isinstance(value, wp.array):
         raise TypeError(
             f"{name}: expected a Warp array of {expected}, got {type(value).__name__}; "
-            "wrap NumPy/torch data with wp.from_numpy / wp.from_torch"
+            "wrap NumPy data with wp.array(..., device=...); torch tensors are taken as they are"
         )
     if value.dtype == vec_type:
         if value.ndim != 1:
@@ -86,6 +99,12 @@ def _as_matrix_array(value: wp.array, name: str, device: wp.Device) -> wp.array:
 
 def resolve_source(value: Any, count: int, device: wp.Device) -> Source:
     """Validate a transform source (see :data:`TransformSource`) against the provider's paths and device."""
+    value = _unwrap(value)
+    if is_torch_tensor(value):  # (N, 4, 4) float64 matrices, zero-copy
+        if value.dtype != sys.modules["torch"].float64 or tuple(value.shape[1:]) != (4, 4):
+            raise TypeError(f"transforms: expected (N, 4, 4) float64 matrices, got a {value.dtype} tensor of shape "
+                            f"{tuple(value.shape)}")  # fmt: skip
+        value = wp.from_torch(value.detach(), dtype=wp.float64)
     if isinstance(value, wp.array):
         matrices = _as_matrix_array(value, "transforms", device)
         source = Source(count=matrices.shape[0], matrices=matrices)
@@ -111,8 +130,15 @@ def resolve_source(value: Any, count: int, device: wp.Device) -> Source:
     return source
 
 
-def check_mapping(mapping: Any, device: wp.Device) -> None:
-    """Check that ``mapping`` is a (M,) int32 Warp array on ``device`` (from ``create_mapping``)."""
+def check_mapping(mapping: Any, device: wp.Device) -> wp.array:
+    """Check that ``mapping`` is a (M,) int32 array on ``device`` (from ``create_mapping``): a Warp array, or a torch
+    tensor or ``ProxyArray``-like (viewed as a Warp array without a copy); return the Warp array."""
+    mapping = _unwrap(mapping)
+    if is_torch_tensor(mapping):
+        if mapping.dtype != sys.modules["torch"].int32:
+            raise TypeError(f"mapping: expected dtype int32, got a torch tensor of dtype {mapping.dtype}; build it "
+                            "with create_mapping")  # fmt: skip
+        mapping = borrow_indices(mapping)
     if not isinstance(mapping, wp.array):
         raise TypeError(
             f"mapping: expected a Warp int32 array (from create_mapping) or None, got {type(mapping).__name__}"
@@ -126,6 +152,13 @@ def check_mapping(mapping: Any, device: wp.Device) -> None:
         raise ValueError(f"mapping: expected shape (M,), got {mapping.shape}")
     if mapping.device != device:
         raise ValueError(f"mapping: expected an array on {device} (the provider's device), got one on {mapping.device}")
+    return mapping
+
+
+def _unwrap(value: Any) -> Any:
+    """The Warp array inside an Isaac Lab ``ProxyArray``-like object (a ``warp`` attribute), else ``value``."""
+    inner = getattr(value, "warp", None) if not isinstance(value, (wp.array, tuple, list)) else None
+    return inner if isinstance(inner, wp.array) else value
 
 
 def row_count(count: Any, available: int, what: str) -> int:

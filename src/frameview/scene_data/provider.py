@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from .._rows import is_torch_tensor
 from ..host import to_numpy
 from .checks import (  # noqa: F401  (_as_*: re-exported, they lived here before the split)
     Source,
@@ -59,10 +60,11 @@ class SceneDataProvider:
 
     Args:
         paths: The backend's paths, one per transform row, in the backend's order (``str`` or ``Sdf.Path``).
-        transforms: The transform source: a Warp array of matrices ((N,) ``wp.mat44d`` or (N, 4, 4) float64,
-            world frame, stage units); a tuple ``(positions, orientations)`` of (N,) ``wp.vec3f`` / (N, 3) float32
-            and (N,) ``wp.quatf`` / (N, 4) float32 xyzw; or a callable taking no arguments that returns one of
-            those, or ``None`` for "no data yet".
+        transforms: The transform source: matrices ((N,) ``wp.mat44d`` or (N, 4, 4) float64, world frame, stage
+            units); a tuple ``(positions, orientations)`` of (N,) ``wp.vec3f`` / (N, 3) float32 and (N,)
+            ``wp.quatf`` / (N, 4) float32 **xyzw**; or a callable taking no arguments that returns one of those, or
+            ``None`` for "no data yet". Warp arrays, torch tensors (viewed without a copy: float32 rows with unit
+            column stride, column slices included) or ``ProxyArray``-likes.
         device: Warp device of the data. Defaults to the device of the source arrays; required when
             ``transforms`` is a callable.
 
@@ -92,11 +94,15 @@ class SceneDataProvider:
             self._callable = transforms
         else:
             first = transforms[0] if isinstance(transforms, (tuple, list)) and transforms else transforms
+            first = getattr(first, "warp", first)  # a ProxyArray-like: its Warp array
             if device is None and isinstance(first, wp.array):
                 self._device = first.device
+            elif device is None and is_torch_tensor(first):
+                self._device = wp.get_device(wp.device_from_torch(first.device))
             else:
                 self._device = wp.get_device(device)
             self._source = resolve_source(transforms, len(self._paths), self._device)
+        self._held: Any = transforms  # torch sources are viewed without a copy: their tensors stay alive here
         # status_out of the gather kernels: [anything written, mapping value out of range]
         self._status = wp.zeros(2, dtype=wp.int32, device=self._device)
         logger.debug("%r created", self)
@@ -147,12 +153,14 @@ class SceneDataProvider:
         the device.
 
         Args:
-            positions: Output (M,) ``wp.vec3f`` or (M, 3) float32, world frame, stage units; or ``None``.
-            orientations: Output (M,) ``wp.quatf`` or (M, 4) float32, xyzw, world frame; or ``None``.
-            mapping: (M,) int32 Warp array from :meth:`create_mapping`, values in ``[-1, count)``, or ``None``
-                for the identity (M is then the number of source rows).
-            scales: Output (M,) ``wp.vec3f`` or (M, 3) float32 (row norms of the matrix); or ``None``. Only for
-                a matrix source.
+            positions: Output (M,) ``wp.vec3f`` or (M, 3) float32 (a Warp array, or a torch tensor with unit
+                column stride, e.g. a column slice, written in place), world frame, stage units; or ``None``.
+            orientations: Output (M,) ``wp.quatf`` or (M, 4) float32 (as ``positions``), **xyzw**, world frame; or
+                ``None``.
+            mapping: (M,) int32 array from :meth:`create_mapping` (Warp, or a torch tensor viewed without a copy),
+                values in ``[-1, count)``, or ``None`` for the identity (M is then the number of source rows).
+            scales: Output (M,) ``wp.vec3f`` or (M, 3) float32 (as ``positions``; row norms of the matrix); or
+                ``None``. Only for a matrix source.
             count: Gather only the first ``count`` rows; the mapping and the outputs may then be longer. By
                 default every row of the mapping (or of the source), and the outputs must have exactly that many.
 
@@ -171,7 +179,7 @@ class SceneDataProvider:
         if source is None:
             return False
         if mapping is not None:
-            check_mapping(mapping, self._device)
+            mapping = check_mapping(mapping, self._device)
         what = "the mapping's length" if mapping is not None else "the number of source rows"
         rows = row_count(count, source.count if mapping is None else mapping.shape[0], what)
         outputs = check_outputs((positions, orientations, scales), rows, count is None, what, self._device)
@@ -227,6 +235,7 @@ class SceneDataProvider:
         value = self._callable()
         if value is None:
             return None
+        self._held = value  # until the next call: the gather reads it (torch tensors are viewed without a copy)
         return resolve_source(value, len(self._paths), self._device)
 
     def __repr__(self) -> str:
