@@ -215,7 +215,36 @@ def _input_rows(robots: Any, cams: Any, ids_host: np.ndarray, pos_host: np.ndarr
     rows["reset_read_mask_torch"] = _median_us(lambda: cams.get_world_poses(mask=t_mask), device, reps)
     rows["get_world_poses_torch"] = _median_us(read_as_torch, device, reps)
     rows["writer_scope_torch"] = _median_us(lambda: scope(t_pos, t_quat, t_ids), device, reps)
+    rows.update(_varied_rows(robots, ids_host, pos_host, quat_host, device, tdev, reps))
     return rows
+
+
+def _varied_rows(robots: Any, ids_host: np.ndarray, pos_host: np.ndarray, quat_host: np.ndarray, device: str,
+                 tdev: str, reps: int) -> dict[str, float]:  # fmt: skip
+    """Resets as an RL loop makes them: each call a new set of env ids (its own tensors, and a count that changes
+    from call to call), cycled over 8 sets made beforehand (so the row times the library, not the making of the
+    tensors): Warp int32 ids with Warp data, and torch int64 ids with torch data."""
+    import torch
+
+    n = ids_host.size
+    counts = [max(1, n - 8 * k) for k in range(8)]
+    warp_sets = [(wp.array(pos_host[:c], dtype=wp.vec3f, device=device), wp.array(quat_host[:c], dtype=wp.quatf,
+                  device=device), wp.array(ids_host[:c], dtype=wp.int32, device=device)) for c in counts]  # fmt: skip
+    torch_sets = [(torch.tensor(pos_host[:c], device=tdev), torch.tensor(quat_host[:c], device=tdev),
+                   torch.tensor(ids_host[:c].astype(np.int64), device=tdev)) for c in counts]  # fmt: skip
+
+    def cycled(sets: list) -> Any:
+        state = [0]
+
+        def call() -> None:
+            p, q, i = sets[state[0] % len(sets)]
+            state[0] += 1
+            robots.set_world_poses(p, q, i)
+
+        return call
+
+    return {"reset_write_varied": _median_us(cycled(warp_sets), device, reps),
+            "reset_write_torch_varied": _median_us(cycled(torch_sets), device, reps)}  # fmt: skip
 
 
 def _graph_replay_us(robots: Any, cams: Any, pos: wp.array, quat: wp.array, mask: wp.array, device: str,
