@@ -23,10 +23,7 @@ def quiet_warp(verbose: bool = False, announce: bool = True) -> None:
     if verbose:
         wp.init()
         return
-    if hasattr(wp, "LOG_WARNING"):  # Warp >= 1.19 logs its banner and module loads at INFO
-        wp.config.log_level = wp.LOG_WARNING
-    else:  # older Warp
-        wp.config.quiet = True
+    wp.config.log_level = wp.LOG_WARNING  # the banner and module loads are logged at INFO
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as sink:  # Warp's native library prints the driver line itself

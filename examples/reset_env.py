@@ -371,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, help="number of steps (env.steps)")
     parser.add_argument("--seed", type=int, help="random seed (env.seed)")
     parser.add_argument(
-        "--dump", help="write the final camera poses to this .npy or .json file (e.g. out/poses.npy; out/ is git-ignored)"
+        "--dump", help="write the final camera poses to this .npy or .json file (e.g. out/poses.npy, git-ignored)"
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing")
     parser.add_argument("--verbose", action="store_true", help="leave Warp's start-up and kernel-load messages on")

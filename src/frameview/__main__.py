@@ -210,10 +210,7 @@ def quiet_warp() -> None:
     """Turn off Warp's start-up banner and its per-module "took N ms (compiled)" lines (warnings stay)."""
     import warp as wp
 
-    if hasattr(wp, "LOG_WARNING"):  # Warp >= 1.19 logs them at INFO
-        wp.config.log_level = wp.LOG_WARNING
-    else:  # older Warp
-        wp.config.quiet = True
+    wp.config.log_level = wp.LOG_WARNING  # Warp logs them at INFO
 
 
 @contextlib.contextmanager
