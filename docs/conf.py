@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "src"))  # the checkout's frameview, installed or 
 import frameview  # noqa: E402
 
 project = "frameview"
-copyright = "frameview contributors"  # noqa: A001 (Sphinx's name)
+copyright = "frameview contributors"
 release = version = frameview.__version__
 
 extensions = [
@@ -53,9 +53,9 @@ html_title = f"frameview {release}"
 _OUTSIDE_MD = re.compile(r"\]\((\.\./[^)#\s]+\.md)([)#])")
 
 
-def _repository_links(app, docname, source):  # noqa: ANN001 (Sphinx's event signature)
+def _repository_links(app, docname, source):
     source[0] = _OUTSIDE_MD.sub(r"](path:\1\2", source[0])
 
 
-def setup(app):  # noqa: ANN001
+def setup(app):
     app.connect("source-read", _repository_links)
