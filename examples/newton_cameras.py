@@ -200,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--reset-probability", type=float, default=0.05, help="per env and step (default: 0.05)")
     parser.add_argument("--check", action="store_true", help="compare each camera read on reset with NumPy")
     parser.add_argument("--quiet", action="store_true", help="print nothing")
+    parser.add_argument("--verbose", action="store_true", help="leave Warp's start-up and kernel-load messages on")
     args = parser.parse_args(argv)
     fv.FrameViewCfg(prim_path="/World", backend="newton", device=args.device).validate()  # a bad device fails here
     result = run(args.envs, args.steps, args.device, args.seed, args.reset_probability, check=args.check)
@@ -219,10 +220,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if hasattr(wp, "LOG_WARNING"):
-        wp.config.log_level = wp.LOG_WARNING
-    else:
-        wp.config.quiet = True
+    from _warp_quiet import quiet_warp  # beside this file
+
+    quiet_warp(verbose="--verbose" in sys.argv[1:], announce="--quiet" not in sys.argv[1:])
     try:
         main()
     except (ValueError, ImportError) as exc:

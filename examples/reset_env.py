@@ -7,7 +7,7 @@ or ``newton`` by changing one field::
     python examples/reset_env.py                                   # examples/env_config.yaml as is (fabric)
     python examples/reset_env.py --set frame_view.backend=usd      # the pxr reference backend
     python examples/reset_env.py --set frame_view.backend=newton   # Newton's frames (frameview[newton])
-    python examples/reset_env.py --envs 8192 --steps 20 --dump poses.npy
+    python examples/reset_env.py --envs 8192 --steps 20 --dump out/poses.npy   # out/ is git-ignored
     python examples/reset_env.py --set frame_view.device=cuda:0 --set env.reset_probability=0.5
 
 The stage is ``/World/envs/env_i/Robot/Camera`` (a ``UsdGeom.Camera`` under each robot). Every step moves all robots
@@ -323,6 +323,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
 def dump(result: dict[str, Any], path: str | Path) -> None:
     """Write the final camera poses: ``.npy`` (N, 7) float32 ``[px, py, pz, qx, qy, qz, qw]``, or ``.json``."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".npy":
         np.save(path, np.concatenate([result["positions"], result["orientations"]], axis=1))
     elif path.suffix.lower() == ".json":
@@ -369,8 +370,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--envs", type=int, help="number of envs (env.num_envs)")
     parser.add_argument("--steps", type=int, help="number of steps (env.steps)")
     parser.add_argument("--seed", type=int, help="random seed (env.seed)")
-    parser.add_argument("--dump", help="write the final camera poses to this .npy or .json file")
+    parser.add_argument(
+        "--dump", help="write the final camera poses to this .npy or .json file (e.g. out/poses.npy, git-ignored)"
+    )
     parser.add_argument("--quiet", action="store_true", help="print nothing")
+    parser.add_argument("--verbose", action="store_true", help="leave Warp's start-up and kernel-load messages on")
     return parser
 
 
@@ -401,10 +405,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if hasattr(wp, "LOG_WARNING"):  # Warp >= 1.19 logs its greeting at INFO; older Warp has config.quiet
-        wp.config.log_level = wp.LOG_WARNING
-    else:
-        wp.config.quiet = True
+    from _warp_quiet import quiet_warp  # beside this file
+
+    quiet_warp(verbose="--verbose" in sys.argv[1:], announce="--quiet" not in sys.argv[1:])
     try:
         main()
     except (ValueError, ImportError) as exc:

@@ -237,6 +237,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=f"JSON output path (default {DEFAULT_OUT}; a .md table is written next to it)",
     )
+    parser.add_argument(
+        "--save-as",
+        default=None,
+        metavar="NAME",
+        help="write perf/results/create_mapping_NAME.json (committed results) instead of --out",
+    )
     parser.add_argument("--sizes", type=str, default=None, help="comma-separated N values, overriding the sweep")
     parser.add_argument("--max-index-n", type=int, default=50_000, help="largest N to run list.index at")
     parser.add_argument("--device", type=str, default="cpu", help="Warp device of the mapping array")
@@ -248,10 +254,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    wp.config.quiet = True
+    wp.config.log_level = wp.LOG_WARNING  # no start-up banner nor module-load lines
     wp.init()
     device = wp.get_device(args.device)
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(QUICK_SIZES if args.quick else FULL_SIZES)
+    if args.save_as is not None:
+        args.out = Path(__file__).resolve().parent / "results" / f"create_mapping_{args.save_as}.json"
     out = args.out if args.out is not None else (None if args.quick or args.sizes else DEFAULT_OUT)
 
     rows = []

@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chain", type=int, default=20, help="launches of a kernel per graph (default 20)")
     p.add_argument("--save-as", default=None, help="write perf/results/kernels_NAME.json (committed results)")
     args = p.parse_args(argv)
-    wp.config.quiet = True
+    wp.config.log_level = wp.LOG_WARNING  # no start-up banner nor module-load lines
     wp.init()
     if not wp.get_device(args.device).is_cuda:
         print("bench_kernels times CUDA graphs: pass a CUDA device (--device cuda:0)")

@@ -266,9 +266,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="1024 envs on a 20k-prim stage, 5 reps")
     p.add_argument("--providers", nargs="+", default=["memory", "ovstage"], choices=["memory", "ovstage"])
     p.add_argument("--out", type=Path, default=None, help="JSON path (default perf/out/ovstage_<device>.json)")
+    p.add_argument(
+        "--save-as",
+        default=None,
+        metavar="NAME",
+        help="write perf/results/ovstage_NAME.json (committed results) instead of --out",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.envs, args.stage_prims, args.reps, args.budget_s = [1024], [20_000], 5, 1.0
+    if args.save_as is not None:
+        args.out = Path(__file__).resolve().parent / "results" / f"ovstage_{args.save_as}.json"
     if args.out is None:
         args.out = LOCAL_OUT / f"ovstage_{'cpu' if args.device == 'cpu' else args.device.replace(':', '')}.json"
     return args

@@ -189,10 +189,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="JSON output (default perf/out/paths_cpu.json, git-ignored; quick: none)"
     )
+    parser.add_argument(
+        "--save-as",
+        default=None,
+        metavar="NAME",
+        help="write perf/results/paths_NAME.json (committed results) instead of --out",
+    )
     args = parser.parse_args(argv)
     fillers = args.filler or ([0, 100_000] if args.quick else [0, 100_000, 1_000_000])
     reps = args.reps or (5 if args.quick else 20)
     baseline_reps = args.baseline_reps or (2 if args.quick else 5)
+    if args.save_as is not None:
+        args.out = Path(__file__).resolve().parent / "results" / f"paths_{args.save_as}.json"
     out = args.out or (None if args.quick else Path(__file__).parent / "out" / "paths_cpu.json")
 
     machine = machine_info("cpu")

@@ -260,24 +260,28 @@ def _graph_replay_us(robots: Any, cams: Any, pos: wp.array, quat: wp.array, mask
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--provider", default="memory", choices=sorted(PROVIDERS))
-    p.add_argument("--envs", type=int, nargs="+", default=[1024, 8192])
-    p.add_argument("--filler", type=int, nargs="+", default=[0, 100_000])
+    p.add_argument("--device", default="cpu", help="Warp device: cpu or cuda:N (default cpu)")
+    p.add_argument("--provider", default="memory", choices=sorted(PROVIDERS), help="Fabric provider (default memory)")
+    p.add_argument("--envs", type=int, nargs="+", default=[1024, 8192], help="env counts (default 1024 8192)")
+    p.add_argument("--filler", type=int, nargs="+", default=[0, 100_000], help="filler prims (default 0 100000)")
     p.add_argument("--reset", type=int, default=256, help="envs reset per call (default 256)")
-    p.add_argument("--reps", type=int, default=200)
+    p.add_argument("--reps", type=int, default=200, help="timed repetitions per row (default 200)")
     p.add_argument("--save-as", default=None, help="write perf/results/reset_NAME.json (committed results)")
     p.add_argument("--profile", action="store_true", help="print a cProfile of the reset loop (host time)")
     args = p.parse_args(argv)
-    wp.config.quiet = True
+    wp.config.log_level = wp.LOG_WARNING  # no start-up banner nor module-load lines
     wp.init()
     cases = []
     for envs in args.envs:
         for filler in args.filler:
             case = run_case(args.provider, args.device, envs, filler, min(args.reset, envs), args.reps, args.profile)
             cases.append(case)
-            cells = "  ".join(f"{k}={v:.1f}" for k, v in case["median_us"].items())
-            print(f"envs={envs} filler={filler} err={case['check_max_abs_error']:.2e}  {cells}", flush=True)
+            cells = "\n".join(f"  {k:<28} {v:>10.1f} us" for k, v in case["median_us"].items())
+            print(
+                f"envs={envs:,} filler={filler:,}: check against float64 truth, largest error "
+                f"{case['check_max_abs_error']:.2e} (stage units); median per call:\n{cells}",
+                flush=True,
+            )
     out_dir = ROOT / "results" if args.save_as else ROOT / "out"
     out_dir.mkdir(parents=True, exist_ok=True)
     name = f"reset_{args.save_as}.json" if args.save_as else f"reset_{args.device.replace(':', '')}.json"

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     import torch
 
-    wp.config.quiet = True
+    wp.config.log_level = wp.LOG_WARNING  # no start-up banner nor module-load lines
     wp.init()
     dev = args.device
     tdev = "cpu" if dev == "cpu" else str(wp.device_to_torch(dev))

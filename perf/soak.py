@@ -286,10 +286,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="JSON output (default perf/out/soak_<dev>.json, git-ignored)"
     )
+    parser.add_argument(
+        "--save-as",
+        default=None,
+        metavar="NAME",
+        help="write perf/results/soak_NAME.json (committed results) instead of --out",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.envs, args.prims, args.resets = 1024, 100_000, 200
-    wp.config.quiet = True
+    wp.config.log_level = wp.LOG_WARNING  # no start-up banner nor module-load lines
     wp.init()
     started = time.time()
     load = os.getloadavg()[0]
@@ -314,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         "frameview": getattr(frameview, "__version__", "?"),
         "wall_s": time.time() - started,
     }
+    if args.save_as is not None:
+        args.out = Path(__file__).resolve().parent / "results" / f"soak_{args.save_as}.json"
     out = args.out or Path(__file__).resolve().parent / "out" / f"soak_{args.device.split(':')[0]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

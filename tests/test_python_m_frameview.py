@@ -64,7 +64,7 @@ def test_newton_backend_is_reported_with_what_it_needs(monkeypatch: pytest.Monke
     monkeypatch.setattr(cli, "_try_import", lambda m: "ModuleNotFoundError: No module named 'newton'"
                         if m == "newton" else real(m))  # fmt: skip
     line = next(x for x in cli.report().splitlines() if x.strip().startswith("newton "))
-    assert "cannot load here: needs newton" in line and "pip install -e '.[newton,usd]'" in line
+    assert "not usable here: needs newton" in line and "pip install -e '.[newton,usd]'" in line
     assert "plug-in" not in cli.report()
 
 
@@ -77,3 +77,28 @@ def test_make_frame_view_newton_without_newton_names_the_extra(monkeypatch: pyte
     cfg = fv.FrameViewCfg.from_dict({"prim_path": "/World/Cam", "backend": "newton", "device": "cpu"})
     with pytest.raises(ImportError):
         fv.make_frame_view(cfg, object())
+
+
+def test_available_backends_says_which_are_usable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without newton, ``available_backends(usable=True)`` leaves newton out (it stays registered), and the unknown
+    backend error says newton is not usable here and which extra brings it."""
+    import frameview as fv
+
+    monkeypatch.setitem(sys.modules, "newton", None)  # as if newton were not installed
+    assert "newton" in fv.available_backends()
+    assert "newton" not in fv.available_backends(usable=True)
+    assert "fabric" in fv.available_backends(usable=True)
+    with pytest.raises(ValueError, match=r"not usable here: newton: newton is not installed: install the newton extra"):
+        fv.FrameViewCfg(prim_path="/World/Cam", backend="physx").validate()
+
+
+def test_every_backend_and_provider_is_reported_usable_or_not() -> None:
+    """Each registered backend and each provider has one line that says usable or not usable here."""
+    import frameview as fv
+
+    text = cli.report()
+    body = text.split("backends (FrameViewCfg.backend):")[1].split("devices (")[0]
+    for name in [*fv.available_backends(), "memory", "ovstage", "usdrt"]:
+        line = next(x for x in body.splitlines() if x.strip().startswith(f"{name} "))
+        assert "usable" in line, line
+    assert "compiles frameview's kernels on first use" in text

@@ -43,3 +43,18 @@ def test_quickstart_runs(tmp_path: Path) -> None:
     assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
     assert "fabric [[0.0, 5.0, 1.5], [1.0, 5.0, 1.5]]" in run.stdout, run.stdout
     assert "usd [[0.0, 5.0, 1.5], [1.0, 5.0, 1.5]]" in run.stdout, run.stdout
+
+
+def test_quickstart_file_is_the_readme_block() -> None:
+    """examples/quickstart.py (what the README tells users to run) holds the README's quickstart block verbatim."""
+    shipped = (README.parent / "examples" / "quickstart.py").read_text()
+    assert quickstart_code() in shipped
+
+
+def test_env_config_yaml_agrees() -> None:
+    """The frame_view section shown in README.md and docs/env-config.md is examples/env_config.yaml's, line for line."""
+    example = (README.parent / "examples" / "env_config.yaml").read_text()
+    section = example[example.index("frame_view:") :].strip()
+    for page in (README, README.parent / "docs" / "env-config.md"):
+        blocks = re.findall(r"```yaml\n(.*?)```", page.read_text(), flags=re.DOTALL)
+        assert [b.strip() for b in blocks if b.startswith("frame_view:")] == [section], page.name

@@ -27,8 +27,11 @@ garbage collection disabled while timing; up to ``--reps`` reps, stopping early 
 ``--budget-s``. Median, min, max and the number of reps are reported.
 
 Quick mode is the default: the 8192-env view on stages with 0 and 100k filler prims, USD at 0 filler, few reps
-(< 2 min on 2 cores). ``--full`` runs the whole sweep, whatever else is passed. Results go to the git-ignored
-``perf/out/`` unless a name under ``perf/results/`` is asked for (``--save-as NAME``).
+(< 2 min on 2 cores). ``--full`` switches to the whole sweep's defaults. ``--envs``, ``--filler`` and ``--reps``
+override the defaults of either mode; a run with other sizes than its mode's defaults is named after them
+(``cpu-quick-envs1024-filler0-10k``; another provider adds its name), so it never replaces the default run's
+files. Results go to the git-ignored ``perf/out/`` unless a name under ``perf/results/`` is asked for
+(``--save-as NAME``).
 
 Examples::
 
@@ -47,6 +50,7 @@ import argparse
 import re
 from pathlib import Path
 
+from .fmt import format_count
 from .scenes import PROVIDERS
 
 PERF = Path(__file__).resolve().parents[1]
@@ -63,8 +67,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--full",
         action="store_true",
-        help="the full sweep (~4 min on 2 cores): envs 1024 8192, filler 0 10k 100k 1M, 50 reps. Without it the "
-        "run is quick, whatever else is passed: envs 8192, filler 0 100k, 10 reps (< 2 min on 2 cores)",
+        help="the full sweep's defaults (~4 min on 2 cores): envs 1024 8192, filler 0 10k 100k 1M, 50 reps. Without "
+        "it the quick defaults (< 2 min on 2 cores): envs 8192, filler 0 100k, 10 reps, USD at the smallest filler. "
+        "--envs, --filler, --reps and the budgets override either",
     )
     p.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)  # the default; kept for old commands
     p.add_argument("--envs", type=int, nargs="+", default=None, help="view sizes (quick: 8192; full: 1024 8192)")
@@ -117,7 +122,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="write perf/results/NAME.json, NAME.md and NAME_<metric>.png: the committed results (e.g. cpu, h200). "
         "Without it nothing under perf/results/ is touched",
     )
-    p.add_argument("--name", default=None, help="output name (default: cpu-quick / cpu, cuda-quick / cuda, ...)")
+    p.add_argument(
+        "--name",
+        default=None,
+        help="output name (default: cpu-quick / cpu, cuda-quick / cuda, ..., plus the sizes when they are not the "
+        "mode's defaults)",
+    )
     p.add_argument("--out-dir", type=Path, default=None, help="output folder (default perf/out/, git-ignored)")
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     p.add_argument(
@@ -144,13 +154,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.name, args.out_dir = args.save_as, RESULTS
     args.out_dir = args.out_dir or LOCAL_OUT
     args.quick = not args.full
-    args.envs = args.envs or ([8192] if args.quick else [1024, 8192])
-    args.filler = args.filler or ([0, 100_000] if args.quick else [0, 10_000, 100_000, 1_000_000])
-    args.envs, args.filler = sorted(set(args.envs)), sorted(set(args.filler))
+    default_envs = [8192] if args.quick else [1024, 8192]
+    default_filler = [0, 100_000] if args.quick else [0, 10_000, 100_000, 1_000_000]
+    args.envs = sorted(set(args.envs or default_envs))
+    args.filler = sorted(set(args.filler or default_filler))
     args.usd_filler = sorted(set(args.usd_filler or (args.filler[:1] if args.quick else args.filler)))
     args.reps = args.reps or (10 if args.quick else 50)
     args.budget_s = args.budget_s if args.budget_s is not None else (1.0 if args.quick else 3.0)
     args.usd_budget_s = args.usd_budget_s if args.usd_budget_s is not None else (10.0 if args.quick else 60.0)
     base = "cpu" if args.device == "cpu" else re.sub(r"[^A-Za-z0-9]+", "", args.device.split(":")[0])
-    args.name = args.name or (f"{base}-quick" if args.quick else base)
+    sizes = ""  # a run of other sizes than its mode's defaults gets its own name
+    if args.envs != default_envs or args.filler != default_filler:
+        sizes = "-envs{}-filler{}".format("-".join(map(str, args.envs)), "-".join(format_count(f) for f in args.filler))
+    if args.provider != "memory":
+        sizes = f"-{args.provider}{sizes}"
+    args.name = args.name or (f"{base}-quick{sizes}" if args.quick else f"{base}{sizes}")
     return args

@@ -64,6 +64,26 @@ METHOD_LABELS = {
 }
 
 
+# One name per slot-rebuild figure, everywhere a run prints or writes one.
+SLOT_REBUILD_LABELS = {
+    "slot_rebuild_full": "slot rebuild, both tables (view prims + parents)",
+    "slot_rebuild_children": "slot rebuild, view-prim table",
+    "slot_rebuild_parents": "slot rebuild, parent table",
+}
+SLOT_REBUILD_LEGEND = (
+    "slot rebuild figures: 'both tables' is what every access pays (the view-prim table and the parent table, "
+    "rebuilt one after the other); 'view-prim table' and 'parent table' time one table alone; 'scenes interleaved' "
+    "alternates the scenes of every filler size held at once (the flatness check)"
+)
+
+
+def slot_rebuild_label(metric: str) -> str:
+    """The name of a slot-rebuild metric (``slot_rebuild_children_interleaved`` -> '..., scenes interleaved')."""
+    base = metric.removesuffix("_interleaved")
+    label = SLOT_REBUILD_LABELS.get(base, metric)
+    return f"{label}, scenes interleaved" if metric.endswith("_interleaved") else label
+
+
 def format_time(seconds: float | None) -> str:
     """``0.41 us``, ``14.2 us``, ``3.30 ms``, ``1.25 s``: three significant figures, in the unit that fits (us at
     least, as the targets are written)."""

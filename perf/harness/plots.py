@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Log-log plots of a run: one PNG per metric, time against stage prims, a line per (method, envs)."""
+"""Log-log plots of a run: one PNG per metric, time against stage prims, a line per (method, envs): each line its
+own colour, each env count its own marker, and the labelled ticks enclose every point."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ PLOT_METRICS = (
 
 
 PLOT_TITLES = {
-    "slot_rebuild_children": "Slot-table rebuild on every access: viewed prims",
-    "slot_rebuild_parents": "Slot-table rebuild on every access: their parents",
+    "slot_rebuild_children": "Slot rebuild, view-prim table (rebuilt on every access)",
+    "slot_rebuild_parents": "Slot rebuild, parent table (rebuilt on every access)",
     "first_access": "First access: build the view + one read",
     "get_world_poses": "get_world_poses, every viewed prim",
     "set_world_poses": "set_world_poses, every viewed prim",
@@ -56,8 +57,16 @@ def plot(rows: Sequence[dict], out_dir: Path, name: str) -> list[Path]:
     idx = Rows(rows)
     device = rows[0]["device"] if rows else "?"
     written: list[Path] = []
-    styles = {"scoped": ("C0", "o"), "stage_wide": ("C3", "s"), "usd": ("C2", "^")}
-    dashes = {e: ls for e, ls in zip(sorted(idx.envs(), reverse=True), ["-", "--", ":", "-."], strict=False)}
+    # each (method, envs) line its own colour, each env count its own marker and dash: a method's shades share a hue
+    shades = {
+        "scoped": ("#1f5fa8", "#5fb4e8", "#0b2f5a", "#9fd3f2"),
+        "stage_wide": ("#c0392b", "#f39c12", "#7b241c", "#f5c07a"),
+        "usd": ("#1e8449", "#a4c639", "#0b4f2a", "#cfe08f"),
+    }
+    by_size = sorted(idx.envs(), reverse=True)
+    markers = {e: m for e, m in zip(by_size, ["o", "s", "^", "D", "v", "P"], strict=False)}
+    dashes = {e: ls for e, ls in zip(by_size, ["-", "--", ":", "-."], strict=False)}
+    rank = {e: i for i, e in enumerate(by_size)}
     order = {"scoped": 0, "stage_wide": 1, "usd": 2}
     for metric in PLOT_METRICS:
         series: dict[tuple[str, int], list[dict]] = {}
@@ -73,7 +82,8 @@ def plot(rows: Sequence[dict], out_dir: Path, name: str) -> list[Path]:
             y = [p["median_s"] for p in pts]
             lo = [p["median_s"] - p["min_s"] for p in pts]
             hi = [p["max_s"] - p["median_s"] for p in pts]
-            color, marker = styles.get(method, ("C7", "x"))
+            palette = shades.get(method, ("0.3", "0.5", "0.1", "0.7"))
+            color, marker = palette[rank[envs] % len(palette)], markers.get(envs, "x")
             ax.errorbar(
                 x,
                 y,
@@ -89,21 +99,30 @@ def plot(rows: Sequence[dict], out_dir: Path, name: str) -> list[Path]:
             ax.axhline(target[0], color="0.35", linestyle=(0, (6, 3)), linewidth=1.2, label=target[1])
         ax.set_xscale("log")
         ax.set_yscale("log")
+        # what must lie between two labelled ticks: every point with its bar, and the target line
+        ys = [p["min_s"] for pts in series.values() for p in pts] + [p["max_s"] for pts in series.values() for p in pts]
+        ys += [target[0]] if target is not None else []
+        xs_all = [p["stage_prims"] for pts in series.values() for p in pts]
         # labelled ticks: 1..9 within a decade, 1-2-5 steps over a few decades, the decades over more
-        for axis, lim, fmt in (
-            (ax.xaxis, ax.get_xlim(), format_count),
-            (ax.yaxis, ax.get_ylim(), _tick_time),
+        for axis, values, fmt, set_lim in (
+            (ax.xaxis, xs_all, format_count, ax.set_xlim),
+            (ax.yaxis, ys, _tick_time, ax.set_ylim),
         ):
-            decades = math.log10(max(lim) / max(min(lim), 1e-12))
-            subs = tuple(range(1, 10)) if decades < 1.0 else (1.0, 2.0, 5.0) if decades < 2.5 else (1.0,)
+            lo, hi = max(min(values), 1e-12), max(max(values), 1e-12)
+            decades = math.log10(hi / lo)
+            wide = 4.0 if axis is ax.xaxis else 2.5  # prim counts read well in 1-2-5 steps over more decades
+            subs = tuple(range(1, 10)) if decades < 1.0 else (1.0, 2.0, 5.0) if decades < wide else (1.0,)
             axis.set_major_locator(LogLocator(base=10, subs=subs))
             axis.set_major_formatter(FuncFormatter(lambda v, _pos, fmt=fmt: fmt(v)))
             axis.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10))))
             axis.set_minor_formatter(NullFormatter())
-        xs = sorted({r["stage_prims"] for pts in series.values() for r in pts})
+            first, last = _covering_ticks(lo, hi, subs)
+            set_lim(first / 1.12, last * 1.12)  # the outermost labelled ticks enclose every point
+        xs = sorted(set(xs_all))
         if len(xs) <= 4:  # a few stage sizes (a quick run): tick exactly those
             ax.xaxis.set_major_locator(FixedLocator(xs))
             ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xlim(xs[0] / 1.5, xs[-1] * 1.5)
         ax.set_xlabel("prims on the stage (viewed prims, their parents and filler prims)")
         per = "per tagged prim" if metric == "close_per_prim" else "per call"
         ax.set_ylabel(f"time {per} (median; bars: min to max)")
@@ -128,6 +147,16 @@ def plot(rows: Sequence[dict], out_dir: Path, name: str) -> list[Path]:
         plt.close(fig)
         written.append(path)
     return written
+
+
+def _covering_ticks(lo: float, hi: float, subs: tuple[float, ...]) -> tuple[float, float]:
+    """The largest tick ``s * 10**k`` (``s`` in ``subs``) at or below ``lo`` and the smallest at or above ``hi``."""
+    ticks = sorted(
+        s * 10.0**k for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2) for s in subs
+    )
+    first = max((t for t in ticks if t <= lo * (1 + 1e-9)), default=ticks[0])
+    last = min((t for t in ticks if t >= hi * (1 - 1e-9)), default=ticks[-1])
+    return first, last
 
 
 def _tick_time(seconds: float) -> str:

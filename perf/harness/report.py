@@ -8,7 +8,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .fmt import METHOD_LABELS, Rows, _fmt_s, _int, _ratio, format_count, format_time
+from .fmt import (
+    METHOD_LABELS,
+    SLOT_REBUILD_LABELS,
+    SLOT_REBUILD_LEGEND,
+    Rows,
+    _fmt_s,
+    _int,
+    _ratio,
+    format_count,
+    format_time,
+)
 from .targets import targets_table
 
 # The PR's figures (L40, cuda:0, 1024-prim view), shown beside ours.
@@ -37,11 +47,13 @@ def summary_table(rows: Sequence[dict]) -> str:
     """One line per (envs, filler): selection sizes, slot rebuilds (scoped vs stage-wide), first access, reads."""
     idx = Rows(rows)
     head = (
-        "| envs | filler | stage prims | selection scoped / stage-wide | rebuild children ms: scoped / stage-wide "
-        "(x) | rebuild parents ms: scoped / stage-wide (x) | first access ms: scoped / stage-wide / usd "
-        "| get_world_poses us: fabric / usd ms | set_world_poses ms | close us/prim |"
+        "| envs | filler | stage prims | selection size (prims): scoped / stage-wide "
+        "| view-prim table rebuild (ms): scoped / stage-wide (ratio) "
+        "| parent table rebuild (ms): scoped / stage-wide (ratio) | first access (ms): scoped / stage-wide / usd "
+        "| get_world_poses, fabric (us) | get_world_poses, usd (ms) | set_world_poses, fabric (ms) "
+        "| close, per prim (us) |"
     )
-    lines = [head, "|" + "---:|" * 10]
+    lines = [head, "|" + "---:|" * 11]
     for envs in idx.envs():
         for filler in idx.fillers(envs):
 
@@ -59,7 +71,7 @@ def summary_table(rows: Sequence[dict]) -> str:
                 f"| {_fmt_s(pc)} / {_fmt_s(pw)} ({_ratio(pw, pc)}) "
                 f"| {_fmt_s(m('scoped', 'first_access'))} / {_fmt_s(m('stage_wide', 'first_access'))} "
                 f"/ {_fmt_s(m('usd', 'first_access'))} "
-                f"| {_fmt_s(m('scoped', 'get_world_poses'), 'us')} / {_fmt_s(m('usd', 'get_world_poses'))} "
+                f"| {_fmt_s(m('scoped', 'get_world_poses'), 'us')} | {_fmt_s(m('usd', 'get_world_poses'))} "
                 f"| {_fmt_s(m('scoped', 'set_world_poses'))} "
                 f"| {_fmt_s(m('scoped', 'close_per_prim'), 'us')} |"
             )
@@ -93,8 +105,9 @@ def pr_table(rows: Sequence[dict]) -> str:
     """The PR's slot-rebuild table, our numbers, for each view size."""
     idx = Rows(rows)
     lines = [
-        "| view prims | filler | stage-wide selection | scoped selection | stage-wide child ms | stage-wide parent ms "
-        "| stage-wide full ms | scoped child ms | scoped parent ms | scoped full ms |",
+        "| view prims | filler | stage-wide selection (prims) | scoped selection (prims) "
+        "| stage-wide: view-prim table (ms) | stage-wide: parent table (ms) | stage-wide: both tables (ms) "
+        "| scoped: view-prim table (ms) | scoped: parent table (ms) | scoped: both tables (ms) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for envs in idx.envs():
@@ -130,7 +143,7 @@ def short_table(rows: Sequence[dict], envs: int | None = None) -> str:
         return "(no rows)"
     shown = sorted({min(fillers), max(fillers)} | ({100_000} & set(fillers)))
     metrics = (
-        ("slot_rebuild_full", "slot tables rebuilt (prims + parents)"),
+        ("slot_rebuild_full", SLOT_REBUILD_LABELS["slot_rebuild_full"]),
         ("first_access", "first access (build view + 1 read)"),
         ("get_world_poses", "get_world_poses, all prims"),
         ("set_world_poses", "set_world_poses, all prims"),
@@ -165,6 +178,7 @@ def markdown_report(rows: Sequence[dict], name: str, header: str) -> str:
                 "## Targets\n\n" + targets_table({name: rows}, envs=max((r["envs"] for r in rows), default=None)),
                 "## Every scene\n\n" + summary_table(rows),
                 "## Slot-table rebuild (the PR's table)\n\n" + pr_table(rows),
+                "## Names\n\n" + SLOT_REBUILD_LEGEND + ".",
                 "## All rows\n\n" + full_table(rows),
             ]
         )

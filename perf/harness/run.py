@@ -19,6 +19,7 @@ from . import plots, report
 from .baselines import _as_sdf_paths
 from .cli import parse_args
 from .console import NOTES, _tqdm, bar, log, note
+from .fmt import SLOT_REBUILD_LEGEND
 from .machine import HostLoad, machine_info
 from .measure import measure_fabric, measure_interleaved, measure_usd
 from .profiling import _profile_child, run_profile, summarize_speedscope
@@ -262,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report.short_table(rows))
     print(f"\nTargets at {max(args.envs):,} envs (CPU runs report the GPU-only targets without judging them):\n")
     print(short_targets(rows, envs=max(args.envs)))
+    print(f"\n({SLOT_REBUILD_LEGEND}.)")
     checked = f"{len(checks) - len(bad)}/{len(checks)} pose checks against float64 truth passed"
     print(f"\n{checked}." if not bad else f"\n**{len(bad)} pose check(s) failed**: {bad}")
     print(f"\nEvery table: {_shown(md_path)}   rows: {_shown(json_path)}")

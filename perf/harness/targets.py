@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .fmt import Rows, _fmt_s, format_count
+from .fmt import Rows, _fmt_s, format_count, slot_rebuild_label
 
 
 def _flat_targets(idx: Rows, envs: int, fillers: list[int]) -> list[dict]:
@@ -29,7 +29,7 @@ def _flat_targets(idx: Rows, envs: int, fillers: list[int]) -> list[dict]:
             out.append(
                 {
                     "target": f"{metric} ({envs}-prim view) flat in stage size: max/min <= 1.3",
-                    "label": f"slot-table rebuild ({_which(metric)}) flat in stage size, max/min ≤ 1.3",
+                    "label": f"{slot_rebuild_label(metric)}: flat in stage size, max/min ≤ 1.3",
                     "measured": f"max/min = {ratio:.2f} over filler {min(vals):,}..{max(vals):,} "
                     f"({_fmt_s(min(vals.values()), 'us')}-{_fmt_s(max(vals.values()), 'us')} us)",
                     "met": ratio <= 1.3,
@@ -64,7 +64,7 @@ def _baseline_targets(idx: Rows, envs: int) -> list[dict]:
             out.append(
                 {
                     "target": f"{metric} vs stage-wide at {f:,} filler: >= 1000x",
-                    "label": f"slot-table rebuild ({_which(metric)}) ≥ 1000x faster than the baseline at "
+                    "label": f"{slot_rebuild_label(metric)}: ≥ 1000x faster than the baseline at "
                     f"{format_count(f)} filler",
                     "measured": f"{w / s:,.0f}x ({_fmt_s(w)} ms vs {_fmt_s(s, 'us')} us)",
                     "met": w / s >= 1000,
@@ -147,11 +147,6 @@ def targets(rows: Sequence[dict], envs: int = 8192) -> list[dict]:
             }
         )
     return out
-
-
-def _which(metric: str) -> str:
-    what = "parents" if "parents" in metric else "prims"
-    return f"{what}, interleaved" if "interleaved" in metric else what
 
 
 def targets_table(runs: dict[str, Sequence[dict]], envs: int | None = None) -> str:

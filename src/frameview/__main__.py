@@ -8,20 +8,27 @@ and the Warp devices, so that a user knows which ``FrameViewCfg`` values will wo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
+import tempfile
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
 from . import __version__
 
+# How to install an extra: from a clone of the repository (what works today), or from a package index.
+_FROM_CLONE = "pip install -e '.[{0}]' from a clone (pip install 'frameview[{0}]' from a package index)"
+
 # provider -> (what it is, the module it needs, how to get that module)
 _PROVIDERS = {
-    "memory": ("the embedded Fabric model, populated from a pxr Usd.Stage", "pxr", "pip install 'frameview[usd]'"),
+    "memory": ("the embedded Fabric model, populated from a pxr Usd.Stage", "pxr", _FROM_CLONE.format("usd")),
     "ovstage": (
         "real Fabric without Kit, for an ovstage.Stage",
         "ovstage",
-        "pip install 'frameview[ovstage]' (its native runtime needs libGL.so.1: Debian/Ubuntu package libgl1)",
+        _FROM_CLONE.format("ovstage") + "; its native runtime needs libGL.so.1 (Debian/Ubuntu package libgl1)",
     ),
     "usdrt": (
         "real Fabric inside Kit / Isaac Sim",
@@ -30,9 +37,16 @@ _PROVIDERS = {
     ),
 }
 
-# backend -> the module it needs to load (None: nothing beyond the package's dependencies)
-_BACKEND_NEEDS = {"usd": "pxr", "fabric": None, "newton": "newton"}
-_NEED_HOW = {"newton": "install the newton extra: pip install -e '.[newton,usd]' (from a clone)"}
+# built-in backend -> (what it is, the modules it needs, how to get them)
+_BACKENDS = {
+    "usd": ("the pxr reference backend (reads and writes USD)", ("pxr",), _FROM_CLONE.format("usd")),
+    "fabric": ("Fabric through one of the providers below", (), ""),
+    "newton": (
+        "frames riding on Newton bodies",
+        ("newton", "pxr"),
+        _FROM_CLONE.format("newton,usd"),
+    ),
+}
 
 _PACKAGES = ("warp-lang", "numpy", "usd-core", "usd-exchange", "ovstage", "newton", "torch", "isaaclab")
 
@@ -106,8 +120,8 @@ def _ovstage_problem() -> str | None:
     return ovstage_version_problem(parts)
 
 
-def report() -> str:
-    """The text ``python -m frameview`` prints."""
+def report(verbose: bool = False) -> str:
+    """The text ``python -m frameview`` prints (``verbose``: leave Warp's own start-up messages on)."""
     lines = [f"frameview {__version__} ({Path(__file__).resolve().parent})"]
     versions = [f"python {sys.version.split()[0]}"]
     versions += [f"{d} {v}" if (v := _version(d)) else f"{d}: not installed" for d in _PACKAGES]
@@ -116,10 +130,22 @@ def report() -> str:
     from .config import available_backends
 
     cannot: dict[str, str] = {}
-    for module in {"pxr", "newton", *(m for _, m, _ in _PROVIDERS.values())}:
-        why = _try_import(module)
-        if why is not None:
-            cannot[module] = why
+    warp_said: list[str] = []
+    warp_error: Exception | None = None
+    with _native_stderr(verbose) as said:  # Warp's missing-driver line, printed by whichever import starts Warp
+        try:
+            import warp as wp
+
+            if not verbose:
+                quiet_warp()
+            wp.init()
+        except Exception as exc:  # Warp itself failing to load is worth saying, not a traceback
+            warp_error = exc
+        for module in sorted({"pxr", "newton", *(m for _, m, _ in _PROVIDERS.values())}):
+            why = _try_import(module)
+            if why is not None:
+                cannot[module] = why
+    warp_said = said
     if "ovstage" not in cannot and (too_old := _ovstage_problem()) is not None:
         cannot["ovstage"] = too_old
 
@@ -128,54 +154,95 @@ def report() -> str:
     if problem is not None:
         lines.append(f"  problem: {problem}")
 
+    providers_here = [name for name, (_, module, _) in _PROVIDERS.items() if module not in cannot]
     lines += ["", "backends (FrameViewCfg.backend):"]
     for name in available_backends():
-        need = _BACKEND_NEEDS.get(name, None if name in _BACKEND_NEEDS else "?")
-        if need == "?":
-            lines.append(f"  {name:<8} registered by a plug-in (frameview.backends entry point)")
-        elif need in cannot:
-            how = _NEED_HOW.get(need, _PROVIDERS["memory"][2])
-            lines.append(f"  {name:<8} cannot load here: needs {need} ({cannot[need]}); {how}")
+        if name not in _BACKENDS:
+            lines.append(f"  {name:<8} ok: registered by a plug-in (frameview.backends entry point)")
+            continue
+        what, needs, how = _BACKENDS[name]
+        missing = [m for m in needs if m in cannot]
+        if missing:
+            why = "; ".join(f"{m}: {cannot[m]}" for m in missing)
+            lines.append(f"  {name:<8} not usable here: needs {' and '.join(missing)} ({why}); to get it: {how}")
+        elif name == "fabric" and not providers_here:
+            lines.append(f"  {name:<8} not usable here: no Fabric provider can load (see below)")
+        elif name == "fabric":
+            lines.append(f"  {name:<8} usable: {what} (here: {', '.join(providers_here)})")
         else:
-            lines.append(f"  {name:<8} ok")
+            lines.append(f"  {name:<8} usable: {what}")
 
     lines += ["", "fabric providers (FrameViewCfg.fabric_provider):"]
     for name, (what, module, how) in _PROVIDERS.items():
         if module in cannot:
-            lines.append(f"  {name:<8} cannot load here: {cannot[module]}")
+            lines.append(f"  {name:<8} not usable here: {cannot[module]}")
             lines.append(f"  {'':<8} {what}; to get it: {how}")
         else:
             version = f" ({module} {_version(module)})" if name == "ovstage" else ""
-            lines.append(f"  {name:<8} ok: {what}{version}")
+            lines.append(f"  {name:<8} usable: {what}{version}")
     auto = "usdrt" if "usdrt" not in cannot else "memory"
     lines.append(f"  {'auto':<8} picks {auto} for a pxr stage here, ovstage for an ovstage.Stage (and logs its choice)")
 
     lines += ["", "devices (FrameViewCfg.device):"]
-    try:
-        import warp as wp
-
-        if hasattr(wp, "LOG_WARNING"):
-            wp.config.log_level = wp.LOG_WARNING
-        else:  # Warp before log levels
-            wp.config.quiet = True
-        wp.init()
+    if warp_error is not None:
+        lines.append(f"  Warp did not initialise: {type(warp_error).__name__}: {warp_error}")
+    else:
         lines.append(f"  {'cpu':<8} ok")
         cuda = [d for d in wp.get_devices() if d.is_cuda]
         for d in cuda:
             mem = getattr(d, "total_memory", 0) / 2**30
             lines.append(f"  {d.alias:<8} ok: {d.name}, {mem:.1f} GiB")
         if not cuda:
-            lines.append(f"  {'cuda:N':<8} none: no CUDA device is visible to Warp; use device='cpu'")
-    except Exception as exc:  # Warp itself failing to load is worth saying, not a traceback
-        lines.append(f"  Warp did not initialise: {type(exc).__name__}: {exc}")
+            driver = " ".join(line for line in warp_said if "driver" in line.lower()).strip()
+            lines.append(
+                f"  {'cuda:N':<8} none: no CUDA device is visible to Warp; use device='cpu'"
+                + (f" (Warp: {driver})" if driver else "")
+            )
+    if warp_said and verbose is False:
+        others = [line for line in warp_said if "driver" not in line.lower()]
+        if others:
+            lines += ["", "printed while loading the packages above:", *(f"  {line}" for line in others)]
+    lines += ["", "Warp compiles frameview's kernels on first use (about 18 s on a CPU, once; then cached)."]
     return "\n".join(lines)
+
+
+def quiet_warp() -> None:
+    """Turn off Warp's start-up banner and its per-module "took N ms (compiled)" lines (warnings stay)."""
+    import warp as wp
+
+    wp.config.log_level = wp.LOG_WARNING  # Warp logs them at INFO
+
+
+@contextlib.contextmanager
+def _native_stderr(verbose: bool) -> Iterator[list[str]]:
+    """Collect what native code writes to stderr inside the block (Warp's missing-driver line) instead of printing it.
+
+    Yields a list that holds the collected lines after the block. With ``verbose`` nothing is collected.
+    """
+    said: list[str] = []
+    if verbose:
+        yield said
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield said
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            text = sink.read().decode(errors="replace")
+            said += [line.removeprefix("Warp CUDA warning: ") for line in text.splitlines() if line.strip()]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m frameview", description=__doc__.split("\n\n")[1])
     parser.add_argument("--version", action="version", version=f"frameview {__version__}")
-    parser.parse_args(argv)
-    print(report())
+    parser.add_argument("--verbose", action="store_true", help="let Warp print its start-up banner and warnings")
+    args = parser.parse_args(argv)
+    print(report(verbose=args.verbose))
     return 0
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 import re
 import threading
@@ -83,7 +84,9 @@ class FrameViewCfg:
             raise TypeError(f"FrameViewCfg.prim_path: expected str or list of str, got {type(self.prim_path).__name__}")
         names = available_backends()
         if self.backend not in names:
-            raise ValueError(f"FrameViewCfg.backend: unknown backend {self.backend!r}; available: {names}")
+            missing = [f"{n}: {why}" for n in names if (why := backend_problem(n)) is not None]
+            not_here = f" (not usable here: {'; '.join(missing)})" if missing else ""
+            raise ValueError(f"FrameViewCfg.backend: unknown backend {self.backend!r}; available: {names}{not_here}")
         from .fabric.providers import FABRIC_PROVIDERS
 
         if self.fabric_provider not in FABRIC_PROVIDERS:
@@ -192,10 +195,43 @@ def _load_entry_points() -> None:
             logger.warning("frameview: backend entry point %r (%s) failed to load: %s", ep.name, ep.value, exc)
 
 
-def available_backends() -> list[str]:
-    """Names of the registered backends (built-in and from the ``frameview.backends`` entry points)."""
+# built-in backend -> (top-level module it needs, how to get it); plug-ins are usable once their entry point loaded
+_BACKEND_NEEDS: dict[str, tuple[str, str]] = {
+    "usd": ("pxr", "the usd extra (pip install -e '.[usd]' from a clone) or Kit / Isaac Sim's pxr"),
+    "newton": ("newton", "the newton extra (pip install -e '.[newton,usd]' from a clone)"),
+}
+
+
+def backend_problem(name: str) -> str | None:
+    """Why the registered backend ``name`` cannot be used here (``None``: its package is installed).
+
+    Looks the needed package up without importing it (``python -m frameview`` imports it and reports the error).
+    """
+    need = _BACKEND_NEEDS.get(name)
+    if need is None:
+        return None
+    module, how = need
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a module set to None in sys.modules, or a broken parent
+        found = False
+    return None if found else f"{module} is not installed: install {how}"
+
+
+def available_backends(usable: bool = False) -> list[str]:
+    """Names of the registered backends (built-in and from the ``frameview.backends`` entry points).
+
+    Args:
+        usable: Only the backends whose packages are installed here (``"newton"`` needs the newton extra, ``"usd"``
+            needs pxr). ``python -m frameview`` says why each other one is not usable.
+
+    Returns:
+        The sorted names. A registered backend that is not usable still validates in :class:`FrameViewCfg`, and
+        building its view raises an ``ImportError`` naming the extra to install.
+    """
     _load_entry_points()
-    return sorted(_REGISTRY)
+    names = sorted(_REGISTRY)
+    return [n for n in names if backend_problem(n) is None] if usable else names
 
 
 def make_frame_view(cfg: FrameViewCfg | Mapping[str, Any], stage: Any, **backend_args: Any) -> BaseFrameView:
