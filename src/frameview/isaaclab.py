@@ -37,6 +37,7 @@ import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import warp as wp
 
 __all__ = ["DEFAULT_BACKENDS", "IsaacLabFrameView", "install", "installed", "uninstall"]
@@ -136,18 +137,155 @@ def _view_class(backend: str) -> type:
     return cls
 
 
-class _Proxies:
-    """One Isaac Lab ``ProxyArray`` per returned frameview buffer, reused while the getter returns that buffer."""
+_GF, _WARP, _NEWTON = 0, 1, 2
+"""How Isaac Lab's view of a backend signs the quaternions it returns (``q`` and ``-q`` are the same rotation):
 
-    def __init__(self) -> None:
+- ``_GF``: pxr's ``Gf.Matrix4d.ExtractRotationQuat`` (Isaac Lab's USD view, and the local poses of its Newton
+  view, from ``resolve_prim_pose``): the component of largest magnitude is positive (the first of equal ones, in
+  x, y, z, w order);
+- ``_WARP``: ``wp.quat_from_matrix`` (Isaac Lab's Fabric view): ``w >= 0`` when the matrix trace ``4 w^2 - 1`` is
+  not negative, else the largest of x, y, z positive;
+- ``_NEWTON``: the product ``body_q[body].q * q_offset`` (Isaac Lab's Newton view), ``q_offset`` the frame's
+  rotation from its body signed by the ``_GF`` rule."""
+
+
+@wp.func
+def _largest_positive(q: wp.quatf, count: int) -> float:
+    """-1.0 when the component of largest magnitude among the first ``count`` (the first of ties) is negative."""
+    k = int(0)
+    best = wp.abs(q[0])
+    for i in range(1, count):
+        if wp.abs(q[i]) > best:
+            best = wp.abs(q[i])
+            k = i
+    if q[k] < 0.0:
+        return -1.0
+    return 1.0
+
+
+@wp.kernel
+def _signed_quats(
+    quat: wp.array(dtype=wp.quatf),
+    rule: int,
+    rows: wp.array(dtype=wp.int32),
+    view_node: wp.array(dtype=wp.int32),
+    node_body: wp.array(dtype=wp.int32),
+    node_offset: wp.array(dtype=wp.transformd),
+    body_q: wp.array(dtype=wp.transformf),
+    out: wp.array(dtype=wp.vec4f),
+):
+    """``out[i]``: ``quat[i]`` or ``-quat[i]``, signed as Isaac Lab's view of the backend signs it (``rule``)."""
+    i = wp.tid()
+    q = quat[i]
+    s = float(1.0)
+    if rule == 0:
+        s = _largest_positive(q, 4)
+    elif rule == 1:
+        if 4.0 * q[3] * q[3] - 1.0 >= 0.0:
+            if q[3] < 0.0:
+                s = -1.0
+        else:
+            s = _largest_positive(q, 3)
+    else:
+        r = i
+        if rows.shape[0] > 0:
+            r = rows[i]
+        n = view_node[r]
+        od = wp.transform_get_rotation(node_offset[n])
+        off = wp.quatf(float(od[0]), float(od[1]), float(od[2]), float(od[3]))
+        off = off * _largest_positive(off, 4)
+        ref = off
+        b = node_body[n]
+        if b >= 0:
+            ref = wp.transform_get_rotation(body_q[b]) * off
+        if wp.dot(q, ref) < 0.0:
+            s = -1.0
+    out[i] = wp.vec4f(s * q[0], s * q[1], s * q[2], s * q[3])
+
+
+@wp.kernel
+def _gather_shape_scales(
+    shape_scale: wp.array(dtype=wp.vec3f),
+    shape_body: wp.array(dtype=wp.int32),
+    frame_body: wp.array(dtype=wp.int32),
+    rows: wp.array(dtype=wp.int32),
+    out: wp.array(dtype=wp.vec3f),
+):
+    """Isaac Lab's Newton ``get_scales``: the scale of the first shape on each frame's body, else ones."""
+    i = wp.tid()
+    r = i
+    if rows.shape[0] > 0:
+        r = rows[i]
+    b = frame_body[r]
+    out[i] = wp.vec3f(1.0, 1.0, 1.0)
+    for s in range(shape_body.shape[0]):
+        if shape_body[s] == b:
+            out[i] = shape_scale[s]
+            return
+
+
+@wp.kernel
+def _scatter_shape_scales(
+    scales: wp.array(dtype=wp.vec3f),
+    frame_body: wp.array(dtype=wp.int32),
+    rows: wp.array(dtype=wp.int32),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_scale: wp.array(dtype=wp.vec3f),
+):
+    """Isaac Lab's Newton ``set_scales``: every shape on each frame's body gets the frame's scale."""
+    i = wp.tid()
+    r = i
+    if rows.shape[0] > 0:
+        r = rows[i]
+    b = frame_body[r]
+    for s in range(shape_body.shape[0]):
+        if shape_body[s] == b:
+            shape_scale[s] = scales[i]
+
+
+class _Proxies:
+    """Isaac Lab ``ProxyArray``s over frameview's buffers, in the shapes Isaac Lab's view of the backend returns:
+    ``(M, 3)`` / ``(M, 4)`` float32 arrays (its USD and Fabric views) or ``(M,)`` ``vec3f`` / ``vec4f`` (its Newton
+    view). One proxy per buffer, reused while the getter returns that buffer."""
+
+    def __init__(self, flat: bool) -> None:
         self._proxy_type = _import("isaaclab.utils.warp").ProxyArray
-        self._last: dict[str, Any] = {}
+        self._flat = flat
+        self._last: dict[str, tuple[wp.array, Any]] = {}
+        self._buffers: dict[tuple[str, int], wp.array] = {}
 
     def wrap(self, name: str, array: wp.array) -> Any:
-        proxy = self._last.get(name)
-        if proxy is None or proxy.warp is not array:
-            proxy = self._last[name] = self._proxy_type(array)
-        return proxy
+        last = self._last.get(name)
+        if last is None or last[0] is not array:
+            shaped = array.view(wp.float32) if self._flat else array
+            last = self._last[name] = (array, self._proxy_type(shaped))
+        return last[1]
+
+    def buffer(self, name: str, count: int, dtype: Any, device: Any) -> wp.array:
+        """A buffer of this getter (``name``) for ``count`` rows, reused by its later calls."""
+        buf = self._buffers.get((name, count))
+        if buf is None:
+            buf = self._buffers[(name, count)] = wp.empty(count, dtype=dtype, device=device)
+        return buf
+
+
+class _Empty:
+    """Empty placeholder arrays of one dtype, one per device."""
+
+    def __init__(self, dtype: Any) -> None:
+        self._dtype = dtype
+        self._arrays: dict[str, wp.array] = {}
+
+    def get(self, device: Any) -> wp.array:
+        key = str(device)
+        array = self._arrays.get(key)
+        if array is None:
+            array = self._arrays[key] = wp.empty(0, dtype=self._dtype, device=device)
+        return array
+
+
+_NO_OFFSETS = _Empty(wp.transformd)
+_NO_BODIES = _Empty(wp.transformf)
 
 
 class IsaacLabFrameView:
@@ -178,7 +316,8 @@ class IsaacLabFrameView:
         self._stage = _import("isaaclab.sim").get_current_stage() if stage is None else stage
         self._view: Any = None
         self._prims: list[Any] | None = None
-        self._proxies = _Proxies()
+        self._proxies = _Proxies(flat=self.frameview_backend != "newton")
+        self._no_rows = wp.empty(0, dtype=wp.int32, device=self._device)
         self._ready_handle: Any = None
         if self.frameview_backend != "newton":
             self._build(None)
@@ -252,12 +391,47 @@ class IsaacLabFrameView:
 
     # ------------------------------------------------------------------ Isaac Lab's backend hooks
 
+    def _rows(self, indices: Any) -> wp.array:
+        """``indices`` as a device int32 array (the empty array for all rows)."""
+        if indices is None:
+            return self._no_rows
+        if isinstance(indices, wp.array) and indices.dtype == wp.int32 and str(indices.device) == self._device:
+            return indices
+        if isinstance(indices, wp.array):
+            host = indices.numpy()
+        elif hasattr(indices, "detach"):  # torch
+            host = indices.detach().cpu().numpy()
+        else:
+            host = indices
+        return wp.array(np.asarray(host, dtype=np.int64).astype(np.int32), dtype=wp.int32, device=self._device)
+
+    def _signed(self, name: str, quat: wp.array, rule: int, indices: Any) -> wp.array:
+        """``quat`` signed as Isaac Lab's view signs it (see ``_GF``), into this getter's own buffer."""
+        out = self._proxies.buffer(name, quat.shape[0], wp.vec4f, quat.device)
+        view = self.frameview
+        if rule == _NEWTON:
+            store = view._store
+            params = [self._rows(indices), view._view_node, store.body, store.offset, view.state.body_q]
+        else:
+            params = [self._no_rows, self._no_rows, self._no_rows, _NO_OFFSETS.get(quat.device), _NO_BODIES.get(
+                quat.device)]  # fmt: skip
+        wp.launch(_signed_quats, quat.shape[0], inputs=[quat, rule, *params], outputs=[out], device=quat.device)
+        return out
+
+    def _world_rule(self) -> int:
+        return {"usd": _GF, "fabric": _WARP, "newton": _NEWTON}[self.frameview_backend]
+
+    def _local_rule(self) -> int:
+        return _WARP if self.frameview_backend == "fabric" else _GF
+
     def _get_world_poses_impl(self, indices: Any = None) -> tuple[Any, Any]:
         pos, quat = self.frameview.get_world_poses(indices)
+        quat = self._signed("world_quat", quat, self._world_rule(), indices)
         return self._proxies.wrap("world_pos", pos), self._proxies.wrap("world_quat", quat)
 
     def _get_local_poses_impl(self, indices: Any = None) -> tuple[Any, Any]:
         pos, quat = self.frameview.get_local_poses(indices)
+        quat = self._signed("local_quat", quat, self._local_rule(), indices)
         return self._proxies.wrap("local_pos", pos), self._proxies.wrap("local_quat", quat)
 
     def _get_world_scales_impl(self, indices: Any = None) -> Any:
@@ -266,26 +440,48 @@ class IsaacLabFrameView:
     def _get_local_scales_impl(self, indices: Any = None) -> Any:
         return self._proxies.wrap("local_scale", self.frameview.get_local_scales(indices))
 
-    def _legacy_space(self, call: str) -> str:
-        space = _LEGACY_SCALES[self.frameview_backend]
-        if space is None:
-            raise NotImplementedError(
-                f"{call}: under Newton, Isaac Lab's {call} reads / writes collision-shape sizes, which frameview does "
-                f"not serve; use get_world_scales() / get_local_scales() or a writer scope's set_scales() for "
-                f"transform scales, or frameview.isaaclab.uninstall() for Isaac Lab's own Newton view"
-            )
-        return space
+    def _frame_bodies(self) -> wp.array:
+        """The Newton body of each frame (-1: none), on the device (made once)."""
+        bodies = getattr(self, "_bodies_dev", None)
+        if bodies is None:
+            bodies = self._bodies_dev = wp.array(self.frameview.body_indices, dtype=wp.int32, device=self._device)
+        return bodies
 
     def _get_scales_impl(self, indices: Any = None) -> Any:
-        if self._legacy_space("get_scales") == "world":
+        space = _LEGACY_SCALES[self.frameview_backend]
+        if space == "world":
             return self._get_world_scales_impl(indices)
-        return self._get_local_scales_impl(indices)
+        if space == "local":
+            return self._get_local_scales_impl(indices)
+        # Newton: Isaac Lab's legacy get_scales reads the scale of the first collision shape on the frame's body
+        model = self.frameview.model
+        rows = self._rows(indices)
+        count = self.count if indices is None else rows.shape[0]
+        out = self._proxies.buffer("shape_scale", count, wp.vec3f, self._device)
+        wp.launch(_gather_shape_scales, count, inputs=[model.shape_scale, model.shape_body, self._frame_bodies(),
+                  rows], outputs=[out], device=self._device)  # fmt: skip
+        return self._proxies.wrap("shape_scale", out)
 
     def _set_scales_impl(self, scales: Any, indices: Any = None) -> None:
-        writer = self.xform_world_space_writer if self._legacy_space("set_scales") == "world" else (
-            self.xform_local_space_writer)  # fmt: skip
-        with writer() as w:
-            w.set_scales(scales, indices)
+        space = _LEGACY_SCALES[self.frameview_backend]
+        if space is not None:
+            writer = self.xform_world_space_writer if space == "world" else self.xform_local_space_writer
+            with writer() as w:
+                w.set_scales(scales, indices)
+            return
+        # Newton: Isaac Lab's legacy set_scales writes the scale to every collision shape on the frame's body
+        model = self.frameview.model
+        rows = self._rows(indices)
+        count = self.count if indices is None else rows.shape[0]
+        data = scales.warp if hasattr(scales, "warp") else scales
+        if not (isinstance(data, wp.array) and data.dtype == wp.vec3f):
+            data = wp.array(np.asarray(data.numpy() if isinstance(data, wp.array) else (
+                data.detach().cpu().numpy() if hasattr(data, "detach") else data), dtype=np.float32).reshape(-1, 3),
+                dtype=wp.vec3f, device=self._device)  # fmt: skip
+        if data.shape[0] != count:
+            raise ValueError(f"set_scales: scales has {data.shape[0]} rows, expected {count} (one per index)")
+        wp.launch(_scatter_shape_scales, count, inputs=[data, self._frame_bodies(), rows, model.shape_body],
+                  outputs=[model.shape_scale], device=self._device)  # fmt: skip
 
     def _make_world_space_writer(self) -> Any:
         return _writer_class("world")(self)

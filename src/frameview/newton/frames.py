@@ -96,9 +96,9 @@ def rigid_part(m: np.ndarray) -> np.ndarray:
 def _physics_role(prim: Usd.Prim, is_body: bool) -> str | None:
     """What makes ``prim`` a physics prim that a frame view must not own, or None for a frame."""
     if is_body or prim.HasAPI(UsdPhysics.RigidBodyAPI):
-        return "a rigid body (UsdPhysics.RigidBodyAPI), which the Newton solver moves"
+        return "a rigid body (a physics body: UsdPhysics.RigidBodyAPI), which the Newton solver moves"
     if prim.HasAPI(UsdPhysics.CollisionAPI):
-        return "a collider (UsdPhysics.CollisionAPI), part of a Newton body's shape"
+        return "a collider (a collision shape: UsdPhysics.CollisionAPI), part of a Newton body's shape"
     if prim.IsA(UsdPhysics.Joint):
         return "a joint (UsdPhysics.Joint)"
     return None
