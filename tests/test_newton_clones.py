@@ -185,21 +185,46 @@ def test_writes_to_a_cloned_frame_move_that_env_only(cloned: dict) -> None:
     assert_poses(view, worlds)
 
 
-def test_a_cloned_frame_on_no_body_is_refused(cloned: dict) -> None:
-    """Without env Xforms on the stage, env_1 is a clone of env_0, Marker included, and its Marker rides on no
-    body: refused. With them, only env_i/Robot is cloned, and the markers of env_1.. do not exist anywhere."""
+def test_cloned_frames_on_no_body_are_placed_with_their_env(cloned: dict) -> None:
+    """env_i mirrors env_0, Marker included: a frame fixed in its env, at env_0's marker relative to env_0, in
+    env_i: relative to env_i's Xform where the stage has it (2 i along x), else moved by env_i's placement in the
+    model (the replicate xform, 2 i along x)."""
     stage, model, state = cloned["stage"], cloned["model"], cloned["state"]
-    if not stage.GetPrimAtPath("/World/envs/env_1").IsValid():
-        with pytest.raises(ValueError, match=r"env_1/Marker.*exists only in the Newton model.*rides on no Newton body"):
-            fv.NewtonFrameView("/World/envs/env_.*/Marker", stage=stage, model=model, state=state)
-    else:
-        view = fv.NewtonFrameView("/World/envs/env_.*/Marker", stage=stage, model=model, state=state)
-        assert view.prim_paths == ("/World/envs/env_0/Marker",)
-    # env_0's own marker (on the stage, fixed in the world) is still a frame
-    view = fv.NewtonFrameView(
-        "/World/envs/env_0/Marker", stage=cloned["stage"], model=cloned["model"], state=cloned["state"]
-    )
-    np.testing.assert_allclose(view.get_world_poses()[0].numpy(), [[0.5, 0.5, 0.0]], atol=1e-6)
+    view = fv.NewtonFrameView("/World/envs/env_.*/Marker", stage=stage, model=model, state=state)
+    assert view.prim_paths == tuple(f"/World/envs/env_{i}/Marker" for i in range(ENVS))
+    np.testing.assert_array_equal(view.body_indices, -1)
+    expected = np.array([[0.5 + SPACING * i, 0.5, 0.0] for i in range(ENVS)])
+    np.testing.assert_allclose(view.get_world_poses()[0].numpy(), expected, atol=1e-6)
+    assert_quats_close(view.get_world_poses()[1].numpy(), np.tile([0.0, 0.0, 0.0, 1.0], (ENVS, 1)), atol=1e-7)
+
+
+def test_a_cloned_frame_on_no_body_follows_its_env_xform() -> None:
+    """With env Xforms on the stage, a fixed frame of env_i is placed by env_i's Xform (here moved off the grid
+    and turned), not by the model."""
+    stage = env0_stage(env_xforms=True)
+    model = replicated_model(stage)
+    env5 = UsdGeom.Xformable(stage.GetPrimAtPath("/World/envs/env_5"))
+    env5.AddRotateZOp().Set(90.0)
+    view = fv.NewtonFrameView("/World/envs/env_5/Marker", stage=stage, model=model, state=model.state())
+    cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+    marker0 = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath("/World/envs/env_0/Marker")))
+    env0 = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath("/World/envs/env_0")))
+    world5 = np.array(cache.GetLocalToWorldTransform(env5.GetPrim()))
+    assert_poses(view, (marker0 @ np.linalg.inv(env0) @ world5)[None])
+
+
+def test_a_clone_that_is_not_a_rigid_copy_places_no_static_frame() -> None:
+    """env_3's bodies start displaced by different transforms (the arm moved): its fixed frames are refused."""
+    stage = env0_stage(env_xforms=False)
+    model = replicated_model(stage)
+    body_q = model.body_q.numpy()
+    body_q[list(model.body_label).index("/World/envs/env_3/Robot/Arm"), 0] += 0.5
+    model.body_q.assign(body_q)
+    with pytest.raises(ValueError, match=r"env_3/Marker.*do not place that env as a rigid copy"):
+        fv.NewtonFrameView("/World/envs/env_.*/Marker", stage=stage, model=model, state=model.state())
+    # frames on bodies do not need the placement
+    view = fv.NewtonFrameView("/World/envs/env_.*/Robot/Camera", stage=stage, model=model, state=model.state())
+    assert view.count == ENVS
 
 
 def test_a_cloned_body_is_refused_as_a_frame(cloned: dict) -> None:

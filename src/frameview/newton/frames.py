@@ -22,14 +22,18 @@ store, a write through one view is seen by every other view, and frames below a 
 
 Clones: a Newton model built by replicating one env (``ModelBuilder.replicate`` / ``add_builder`` with label
 prefixes, as Isaac Lab's Newton cloner does kit-less) has a body per env, labelled by its prim path
-(``/World/envs/env_7/Robot/base``), while the stage holds env_0's prims alone. A body whose label is not a prim of
-the stage is a *clone* of the one stage body whose label differs from it in exactly one path component
-(``env_0`` for ``env_7``); the subtree below the first missing prefix of its label (``/World/envs/env_7`` or, when
-that Xform is on the stage, ``/World/envs/env_7/Robot``) then mirrors the source's on the stage. Views resolve
-their patterns over the stage with these mirrored subtrees added (:class:`CloneTree`): ``/World/envs/env_.*/Camera``
-finds one frame per env, the envs missing from the stage after the stage's own, in the model's body order. A cloned
-frame gets its source's offset from its body, applied to its own env's body; one that rides on no body is refused
-(its env's placement is not in the model), and so is a clone with more than one candidate source.
+(``/World/envs/env_7/Robot/base``), while the stage holds env_0's prims alone (and maybe empty env Xforms). A body
+whose label is not a prim of the stage is a *clone* of the one stage body whose label differs from it in exactly
+one path component (``env_0`` for ``env_7``), which ends the *clone root* (``/World/envs/env_7``): the prims below
+the source root that the stage lacks below the clone root are mirrored there. Views resolve their patterns over
+the stage with these mirrored prims added (:class:`CloneTree`): ``/World/envs/env_.*/Camera`` finds one frame per
+env, in the stage's order of the env Xforms, or, for envs missing from the stage, after the stage's own in the
+model's body order. A cloned frame on a body gets its source's offset from its body, applied to its own env's
+body. One on no body (a camera fixed in its env) gets its source's offset from the source root, applied to the
+clone root's stage pose, or, when the clone root is not on the stage either, to the source root moved by the env's
+placement relative to the source env, read from the model's initial body poses (``model.body_q``: every body of
+the clone must be its source's moved by one rigid transform, else the frame is refused). A clone with more than one
+candidate source is refused.
 
 Nodes are added when views are built and never removed. ``anchor``, ``chain`` and ``body`` are computed on the host
 from the stage, once per node; ``local`` and the derived ``offset`` and ``sheared`` live on the model's device.
@@ -124,6 +128,7 @@ class FrameStore:
         self.bodies: dict[str, int] = {label: b for b, label in enumerate(labels)}
         self._labels = labels
         self._clones: dict[str, tuple[str, str]] = {}  # node path -> (clone prefix, source prefix): Newton-only
+        self._placements: dict[str, np.ndarray | None] = {}  # clone prefix -> its placement (see _placement)
         self._ambiguous: set[str] = set()
         if len(self.bodies) < len(labels):  # a label given to several bodies cannot place a frame
             self._ambiguous = {label for label in self.bodies if labels.count(label) > 1}
@@ -168,11 +173,28 @@ class FrameStore:
             return resolve_prim_paths(prim_path, self.stage)
         paths = resolve_prim_paths(prim_path, tree)
         for path in paths:
-            if path not in self.index:
+            if path not in self.index and not self.stage.GetPrimAtPath(path).IsValid():
                 clone = tree.clone_of(path)
                 if clone is not None:
                     self._clones[path] = clone
+                    if clone[0] not in self._placements:
+                        self._placements[clone[0]] = self._placement(tree.pairs.get(clone[0], []))
         return paths
+
+    def _placement(self, pairs: list[tuple[str, str]]) -> np.ndarray | None:
+        """``D`` (row-vector, float64) with ``pose(clone body) = pose(source body) @ D`` for every body pair of a
+        clone in the model's initial poses (``model.body_q``): the clone env's placement relative to its source's.
+        None when the pairs disagree (the clone is not a rigid copy of its source) or there are no initial poses."""
+        if self._initial_body_q is None or not pairs:
+            return None
+        deltas = []
+        for clone, source in pairs:
+            a, b = self._initial_body_q[self.bodies[source]], self._initial_body_q[self.bodies[clone]]
+            deltas.append(np.linalg.inv(_pose(a)) @ _pose(b))
+        first = deltas[0]
+        if any(np.abs(d - first).max() > _POSE_TOLERANCE for d in deltas[1:]):
+            return None
+        return first
 
     def source_path(self, path: str) -> str:
         """The stage prim that a frame's offset and properties are read from: ``path`` itself, or for a frame of an
@@ -266,15 +288,19 @@ class FrameStore:
         clone = self._clones.get(frame)
         if cache.GetLocalTransformation(prim)[1]:  # resets the xform stack: its parent frame is the world
             if clone is not None:
-                raise self._unplaced_clone(frame, prim)
+                return -1, -1, self._clone_placement(frame, prim, clone)
             return -1, -1, chain
         parent = prim.GetParent()
         while parent and not parent.IsPseudoRoot():
             path = str(parent.GetPath())
             if clone is not None:  # the parent's path in the frame's own env
-                if path != clone[1] and not path.startswith(clone[1] + "/"):
-                    raise self._unplaced_clone(frame, prim)
+                if path != clone[1] and not path.startswith(clone[1] + "/"):  # above the clone root: on no body
+                    world = np.array(cache.GetLocalToWorldTransform(parent), dtype=np.float64)
+                    return -1, -1, chain @ world @ self._clone_placement(frame, prim, clone)
                 path = clone[0] + path[len(clone[1]) :]
+                own = self.stage.GetPrimAtPath(path)
+                if own.IsValid():  # the env's own prim is on the stage (an env Xform): the stage from here up
+                    parent, clone = own, None
             node = index.get(path)
             if node is not None:
                 return node, -1, chain
@@ -298,15 +324,20 @@ class FrameStore:
                 break
             parent = parent.GetParent()
         if clone is not None:
-            raise self._unplaced_clone(frame, prim)
+            return -1, -1, chain @ self._clone_placement(frame, prim, clone)
         return -1, -1, chain
 
-    def _unplaced_clone(self, frame: str, prim: Usd.Prim) -> ValueError:
-        return ValueError(
-            f"prim_path: {frame!r} exists only in the Newton model (its env is a clone of the one holding "
-            f"{str(prim.GetPath())!r}), and it rides on no Newton body there, so its pose in its own env is unknown: "
-            "view frames that ride on bodies, or author the other envs' prims on the stage"
-        )
+    def _clone_placement(self, frame: str, prim: Usd.Prim, clone: tuple[str, str]) -> np.ndarray:
+        """The placement of a cloned frame's env relative to its source's, for a cloned frame on no body."""
+        placement = self._placements.get(clone[0])
+        if placement is None:
+            raise ValueError(
+                f"prim_path: {frame!r} exists only in the Newton model (its env {clone[0]!r} is a clone of "
+                f"{clone[1]!r}, which holds {str(prim.GetPath())!r}) and rides on no Newton body, and the model's "
+                "initial body poses do not place that env as a rigid copy of its source, so its pose is unknown: view "
+                "frames that ride on bodies, or author the other envs' prims on the stage"
+            )
+        return placement
 
     def _scale_of_body(self, body: int, prim: Usd.Prim, cache: UsdGeom.XformCache, on_stage: bool) -> np.ndarray:
         """``S`` with ``world_usd(body) = S @ rigid_part(world_usd(body))``: the body's USD scale, which Newton's
@@ -375,14 +406,15 @@ class FrameStore:
 
 
 class CloneTree:
-    """The stage as a :class:`frameview.paths.PrimTree`, with the subtrees of envs cloned in Newton only added.
+    """The stage as a :class:`frameview.paths.PrimTree`, with the prims of envs cloned in Newton only added.
 
     A Newton body whose label (a prim path) is not on the stage is a clone of the stage body whose label differs
-    from it in exactly one component (see the module docstring). Its *clone prefix* is the shortest prefix of its
-    label, ending at or below that component, that is not on the stage; the paths below it mirror those below the
-    source's prefix of the same length. A clone prefix is listed among its parent's children after the stage's own,
-    in the model's body order. A clone prefix with several candidate sources is *ambiguous*: reaching a path below
-    it raises ``ValueError``.
+    from it in exactly one component (see the module docstring). That component ends its *clone root* (``env_7`` in
+    ``/World/envs/env_7/Robot``), which mirrors the source's root (``/World/envs/env_0``): a path below a clone root
+    that is not on the stage exists when the path below the source's root does. Children are listed the stage's
+    first, then the mirrored ones in the source's order; a clone root not on the stage comes after its parent's
+    stage children, in the model's body order. A clone root with several candidate sources is *ambiguous*:
+    reaching a path below it raises ``ValueError``.
 
     Args:
         stage: The pxr stage.
@@ -392,9 +424,11 @@ class CloneTree:
     def __init__(self, stage: Usd.Stage, labels: Sequence[str]) -> None:
         self._stage: PrimTree = _as_prim_tree(stage)
         self.prefixes: dict[str, str] = {}
-        """Clone prefix -> source prefix."""
+        """Clone root -> source root."""
         self.ambiguous: dict[str, list[str]] = {}
-        """Clone prefix -> its candidate source prefixes (more than one)."""
+        """Clone root -> its candidate source roots (more than one)."""
+        self.pairs: dict[str, list[tuple[str, str]]] = {}
+        """Clone root -> (clone body label, source body label) of each of its bodies."""
         self._extra_children: dict[str, list[str]] = {}
         on_stage = self._stage.has_prim
         paths = [label for label in dict.fromkeys(labels) if label.startswith("/") and "//" not in label[1:]]
@@ -409,30 +443,31 @@ class CloneTree:
                 parts = tuple(label[1:].split("/"))
                 for i in range(len(parts)):
                     by_key.setdefault((len(parts), i, parts[:i] + parts[i + 1 :]), []).append(label)
-        sources: dict[str, list[str]] = {}  # clone prefix -> source prefixes, in order of first sight
+        sources: dict[str, list[str]] = {}  # clone root -> source roots, in order of first sight
         for label in missing:
             parts = tuple(label[1:].split("/"))
             for i in range(len(parts)):
                 for source in by_key.get((len(parts), i, parts[:i] + parts[i + 1 :]), ()):
-                    depth = next(d for d in range(i + 1, len(parts) + 1) if not on_stage("/" + "/".join(parts[:d])))
-                    clone = "/" + "/".join(parts[:depth])
-                    source_prefix = "/" + "/".join(source[1:].split("/")[:depth])
+                    clone = "/" + "/".join(parts[: i + 1])
+                    source_root = "/" + "/".join(source[1:].split("/")[: i + 1])
                     found = sources.setdefault(clone, [])
-                    if source_prefix not in found:
-                        found.append(source_prefix)
+                    if source_root not in found:
+                        found.append(source_root)
+                    self.pairs.setdefault(clone, []).append((label, source))
         for clone, found in sources.items():
             if len(found) == 1:
                 self.prefixes[clone] = found[0]
             else:
                 self.ambiguous[clone] = found
-            parent, _, name = clone.rpartition("/")
-            self._extra_children.setdefault(parent or "/", []).append(name)
+            if not on_stage(clone):
+                parent, _, name = clone.rpartition("/")
+                self._extra_children.setdefault(parent or "/", []).append(name)
 
     def clone_of(self, path: str) -> tuple[str, str] | None:
-        """``(clone prefix, source prefix)`` of a path below (or at) a clone prefix; None for any other path.
+        """``(clone root, source root)`` of a path at or below a clone root; None for any other path.
 
         Raises:
-            ValueError: ``path`` lies below an ambiguous clone prefix.
+            ValueError: ``path`` lies below an ambiguous clone root.
         """
         end = 0
         while end != -1:
@@ -449,21 +484,28 @@ class CloneTree:
                 )
         return None
 
-    def _source(self, path: str) -> str:
-        clone = self.clone_of(path)
-        return path if clone is None else clone[1] + path[len(clone[0]) :]
-
     def child_names(self, path: str) -> list[str]:
-        """Names of the children of ``path``: the stage's, then the clone prefixes below it (in body order)."""
-        source = self._source(path) if path != "/" else path
-        if source != path:
-            return self._stage.child_names(source)
-        names = self._stage.child_names(path) if path == "/" or self._stage.has_prim(path) else []
-        return names + self._extra_children.get(path, [])
+        """Names of the children of ``path``: the stage's, then the mirrored ones (see the class docstring)."""
+        stage = self._stage
+        names = stage.child_names(path) if path == "/" or stage.has_prim(path) else []
+        clone = self.clone_of(path) if path != "/" else None
+        if clone is not None:
+            source = clone[1] + path[len(clone[0]) :]
+            if stage.has_prim(source):
+                seen = set(names)
+                names = names + [n for n in stage.child_names(source) if n not in seen]
+        extra = self._extra_children.get(path)
+        if extra:
+            seen = set(names)
+            names = names + [n for n in extra if n not in seen]
+        return names
 
     def has_prim(self, path: str) -> bool:
-        """Whether ``path`` is on the stage or mirrors a stage prim below a clone prefix."""
-        return self._stage.has_prim(self._source(path))
+        """Whether ``path`` is on the stage or mirrors a stage prim below a clone root."""
+        if self._stage.has_prim(path):
+            return True
+        clone = self.clone_of(path)
+        return clone is not None and self._stage.has_prim(clone[1] + path[len(clone[0]) :])
 
 
 def _has_ancestor_in(path: str, paths: set[str]) -> bool:
@@ -473,6 +515,14 @@ def _has_ancestor_in(path: str, paths: set[str]) -> bool:
             return True
         parent = parent.rsplit("/", 1)[0]
     return False
+
+
+def _pose(x: np.ndarray) -> np.ndarray:
+    """Row-vector matrix (float64) of a Newton transform ``(px, py, pz, qx, qy, qz, qw)``."""
+    m = np.eye(4)
+    m[:3, :3] = _quat_rows(x[3:7].astype(np.float64))
+    m[3, :3] = x[:3]
+    return m
 
 
 def _quat_rows(q: np.ndarray) -> np.ndarray:
