@@ -17,16 +17,23 @@ Example:
 What the adapter (:class:`IsaacLabFrameView`, a subclass of Isaac Lab's ``BaseFrameView``) does:
 
 - getters return Isaac Lab ``ProxyArray`` wrappers of frameview's arrays (which the next call of the same getter
-  overwrites, as Isaac Lab's own buffers are); writes go through Isaac Lab's writer-scope classes
-  (``FrameViewWorldSpaceWriter`` / ``FrameViewLocalSpaceWriter``) backed by frameview's scopes;
+  overwrites, as Isaac Lab's own buffers are), shaped as Isaac Lab's view of the backend shapes them: ``(M, 3)`` /
+  ``(M, 4)`` float32 arrays for its USD and Fabric views, ``(M,)`` ``vec3f`` / ``vec4f`` for its Newton view;
+- quaternions (xyzw) are the numbers Isaac Lab's view gives, sign included: ``q`` and ``-q`` are one rotation, and
+  each of Isaac Lab's views picks one its own way (pxr's ``ExtractRotationQuat``, ``wp.quat_from_matrix``, Newton's
+  product ``body_q * offset``), which the adapter follows (see ``_GF``); frameview's own views return ``w >= 0``;
+- writes go through Isaac Lab's writer-scope classes (``FrameViewWorldSpaceWriter`` /
+  ``FrameViewLocalSpaceWriter``) backed by frameview's scopes;
 - ``prims`` (the USD prims, in view order), ``prim_paths``, ``count``, ``device``, ``close()``;
-- ``get_visibility`` returns an ``(M,)`` torch bool tensor, ``set_visibility`` takes one, as Isaac Lab's do;
-- ``get_scales`` / ``set_scales`` keep Isaac Lab's space for the backend: world under PhysX (its Fabric view), local
-  for a ``"usd"`` mapping. Under Newton, Isaac Lab's ``get_scales`` / ``set_scales`` are collision-shape sizes, which
-  frameview does not touch: they raise ``NotImplementedError`` (use ``get_world_scales`` / a writer scope);
-- under Newton (opt-in, see :data:`DEFAULT_BACKENDS`) the view is built from Isaac Lab's ``NewtonManager`` (its
-  model, and ``get_state_0`` on every read), and, when the model does not exist yet, once physics is ready (Isaac
-  Lab's ``PHYSICS_READY`` event); until then ``count`` is 0 and every other call raises ``RuntimeError``.
+- ``get_visibility(indices)`` returns an ``(M,)`` torch bool tensor, ``set_visibility(visibility, indices)`` takes
+  one, as Isaac Lab's do;
+- ``get_scales`` / ``set_scales`` keep Isaac Lab's meaning for the backend: world scales under PhysX (its Fabric
+  view), local for a ``"usd"`` mapping, and under Newton the scale of the collision shapes on the frame's body (the
+  first one read, every one written), as Isaac Lab's Newton view;
+- under Newton the view is built from Isaac Lab's ``NewtonManager`` (its model, and ``get_state_0`` on every read),
+  and, when the model does not exist yet, once physics is ready (Isaac Lab's ``PHYSICS_READY`` event); until then
+  ``count`` is 0 and every other call raises ``RuntimeError``. Envs that kit-less Isaac Lab clones in Newton only
+  are found through the model's body labels (:mod:`frameview.newton.frames`, *Clones*).
 
 ``validate_xform_ops`` is accepted and ignored: frameview reads the composed transforms and authors no xformOps.
 """
@@ -42,17 +49,14 @@ import warp as wp
 
 __all__ = ["DEFAULT_BACKENDS", "IsaacLabFrameView", "install", "installed", "uninstall"]
 
-DEFAULT_BACKENDS: Mapping[str, str] = {"physx": "fabric"}
+DEFAULT_BACKENDS: Mapping[str, str] = {"physx": "fabric", "newton": "newton"}
 """Isaac Lab physics backend (a key of ``FrameView._registry``) -> frameview backend that serves it by default.
-
-``"newton": "newton"`` is opt-in (``install({"physx": "fabric", "newton": "newton"})``): frameview's Newton view finds
-the prims that exist in USD, and Isaac Lab's Newton cloner replicates env_0's non-physics prims (camera mounts,
-sites) into the other envs in physics only, so on a cloned scene it finds env_0's prims alone where Isaac Lab's
-``NewtonSiteFrameView`` finds one per env."""
+``"ovphysx"`` keeps Isaac Lab's ``OvPhysxFrameView`` (``install({"ovphysx": "fabric"})`` to change that); leave a key
+out (``install({"physx": "fabric"})``) to keep Isaac Lab's class for that backend."""
 
 _LEGACY_SCALES = {"fabric": "world", "usd": "local", "newton": None}
 """Space of Isaac Lab's ``get_scales`` / ``set_scales`` for the views a frameview backend replaces (``None``: Isaac
-Lab's are collision-shape sizes there, which frameview does not serve)."""
+Lab's are the scales of the collision shapes on the frame's body there)."""
 
 _ABSENT = object()
 _saved: dict[str, Any] | None = None  # registry key -> what install() replaced (_ABSENT: nothing)
@@ -137,16 +141,19 @@ def _view_class(backend: str) -> type:
     return cls
 
 
-_GF, _WARP, _NEWTON = 0, 1, 2
+_GF, _WARP, _NEWTON, _NEWTON_LOCAL = 0, 1, 2, 3
 """How Isaac Lab's view of a backend signs the quaternions it returns (``q`` and ``-q`` are the same rotation):
 
 - ``_GF``: pxr's ``Gf.Matrix4d.ExtractRotationQuat`` (Isaac Lab's USD view, and the local poses of its Newton
-  view, from ``resolve_prim_pose``): the component of largest magnitude is positive (the first of equal ones, in
-  x, y, z, w order);
+  view, from ``resolve_prim_pose``): ``w`` positive when the matrix trace exceeds its largest diagonal entry
+  ``m_ii``, else ``q_i`` positive (see ``_gf_sign``);
 - ``_WARP``: ``wp.quat_from_matrix`` (Isaac Lab's Fabric view): ``w >= 0`` when the matrix trace ``4 w^2 - 1`` is
   not negative, else the largest of x, y, z positive;
 - ``_NEWTON``: the product ``body_q[body].q * q_offset`` (Isaac Lab's Newton view), ``q_offset`` the frame's
-  rotation from its body signed by the ``_GF`` rule."""
+  rotation from its body signed as Isaac Lab's ``resolve_prim_pose`` signs it from the stage when the view is built
+  (a write to a frame's offset keeps the sign nearest to that one);
+- ``_NEWTON_LOCAL``: the local poses of Isaac Lab's Newton view are the offsets above, relative to the body, where
+  frameview's are relative to the USD parent: for a frame right below its body they agree, signed as the offset."""
 
 
 @wp.func
@@ -163,6 +170,33 @@ def _largest_positive(q: wp.quatf, count: int) -> float:
     return 1.0
 
 
+@wp.func
+def _gf_sign(q: wp.quatf) -> float:
+    """-1.0 when pxr's ``ExtractRotationQuat`` gives ``-q``: it picks the largest diagonal entry ``m_ii`` of the
+    rotation matrix (the later of equal ones) and makes ``w`` positive when the trace exceeds it, else ``q_i``."""
+    xx = q[0] * q[0]
+    yy = q[1] * q[1]
+    zz = q[2] * q[2]
+    m00 = 1.0 - 2.0 * (yy + zz)
+    m11 = 1.0 - 2.0 * (xx + zz)
+    m22 = 1.0 - 2.0 * (xx + yy)
+    i = int(2)
+    mii = m22
+    if m00 > m11:
+        if m00 > m22:
+            i = 0
+            mii = m00
+    elif m11 > m22:
+        i = 1
+        mii = m11
+    c = q[i]
+    if m00 + m11 + m22 > mii:
+        c = q[3]
+    if c < 0.0:
+        return -1.0
+    return 1.0
+
+
 @wp.kernel
 def _signed_quats(
     quat: wp.array(dtype=wp.quatf),
@@ -171,6 +205,7 @@ def _signed_quats(
     view_node: wp.array(dtype=wp.int32),
     node_body: wp.array(dtype=wp.int32),
     node_offset: wp.array(dtype=wp.transformd),
+    offset_sign: wp.array(dtype=wp.quatf),
     body_q: wp.array(dtype=wp.transformf),
     out: wp.array(dtype=wp.vec4f),
 ):
@@ -179,13 +214,19 @@ def _signed_quats(
     q = quat[i]
     s = float(1.0)
     if rule == 0:
-        s = _largest_positive(q, 4)
+        s = _gf_sign(q)
     elif rule == 1:
         if 4.0 * q[3] * q[3] - 1.0 >= 0.0:
             if q[3] < 0.0:
                 s = -1.0
         else:
             s = _largest_positive(q, 3)
+    elif rule == 3:
+        r = i
+        if rows.shape[0] > 0:
+            r = rows[i]
+        if wp.dot(q, offset_sign[r]) < 0.0:
+            s = -1.0
     else:
         r = i
         if rows.shape[0] > 0:
@@ -193,7 +234,8 @@ def _signed_quats(
         n = view_node[r]
         od = wp.transform_get_rotation(node_offset[n])
         off = wp.quatf(float(od[0]), float(od[1]), float(od[2]), float(od[3]))
-        off = off * _largest_positive(off, 4)
+        if wp.dot(off, offset_sign[r]) < 0.0:  # the offset's sign as Isaac Lab's resolve_prim_pose gives it
+            off = -off
         ref = off
         b = node_body[n]
         if b >= 0:
@@ -286,6 +328,7 @@ class _Empty:
 
 _NO_OFFSETS = _Empty(wp.transformd)
 _NO_BODIES = _Empty(wp.transformf)
+_NO_QUATS = _Empty(wp.quatf)
 
 
 class IsaacLabFrameView:
@@ -342,6 +385,24 @@ class IsaacLabFrameView:
             self._view = make_frame_view(cfg, self._stage)
         else:
             self._view = make_frame_view(cfg, self._stage, model=manager.get_model(), state=manager.get_state_0)
+            self._offset_sign = self._isaaclab_offset_quats()
+
+    def _isaaclab_offset_quats(self) -> wp.array:
+        """Each Newton frame's rotation from its body (from the world, for a frame on no body) as Isaac Lab's
+        ``resolve_prim_pose`` gives it, from the frame's stage prim (its source's for a cloned env): the sign its
+        Newton view's quaternions inherit."""
+        from pxr import UsdPhysics
+
+        resolve = _import("isaaclab.sim").resolve_prim_pose
+        view = self._view
+        quats = []
+        for path, body in zip(view.prim_paths, view.body_indices.tolist(), strict=True):
+            prim = self._stage.GetPrimAtPath(view._store.source_path(path))
+            ref = prim.GetParent() if body >= 0 else None
+            while ref is not None and not ref.HasAPI(UsdPhysics.RigidBodyAPI):
+                ref = ref.GetParent()
+            quats.append(resolve(prim, ref)[1])
+        return wp.array(np.array(quats, dtype=np.float32).reshape(-1, 4), dtype=wp.quatf, device=self._device)
 
     @property
     def frameview(self) -> Any:
@@ -409,12 +470,14 @@ class IsaacLabFrameView:
         """``quat`` signed as Isaac Lab's view signs it (see ``_GF``), into this getter's own buffer."""
         out = self._proxies.buffer(name, quat.shape[0], wp.vec4f, quat.device)
         view = self.frameview
-        if rule == _NEWTON:
+        if rule in (_NEWTON, _NEWTON_LOCAL):
             store = view._store
-            params = [self._rows(indices), view._view_node, store.body, store.offset, view.state.body_q]
+            params = [self._rows(indices), view._view_node, store.body, store.offset, self._offset_sign,
+                      view.state.body_q]  # fmt: skip
         else:
-            params = [self._no_rows, self._no_rows, self._no_rows, _NO_OFFSETS.get(quat.device), _NO_BODIES.get(
-                quat.device)]  # fmt: skip
+            dev = quat.device
+            params = [self._no_rows, self._no_rows, self._no_rows, _NO_OFFSETS.get(dev), _NO_QUATS.get(dev),
+                      _NO_BODIES.get(dev)]  # fmt: skip
         wp.launch(_signed_quats, quat.shape[0], inputs=[quat, rule, *params], outputs=[out], device=quat.device)
         return out
 
@@ -422,7 +485,7 @@ class IsaacLabFrameView:
         return {"usd": _GF, "fabric": _WARP, "newton": _NEWTON}[self.frameview_backend]
 
     def _local_rule(self) -> int:
-        return _WARP if self.frameview_backend == "fabric" else _GF
+        return {"usd": _GF, "fabric": _WARP, "newton": _NEWTON_LOCAL}[self.frameview_backend]
 
     def _get_world_poses_impl(self, indices: Any = None) -> tuple[Any, Any]:
         pos, quat = self.frameview.get_world_poses(indices)
