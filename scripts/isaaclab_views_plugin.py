@@ -95,6 +95,22 @@ def Xform "GroundPlane"
 """
 
 
+def use_local_ground_plane() -> None:
+    """Make Isaac Lab's default ground plane a local stand-in (its own file is on the unreachable asset server)."""
+    from isaaclab.sim.spawners.from_files import from_files_cfg
+    from isaaclab.sim.utils import prims
+
+    ground = Path(tempfile.mkdtemp(prefix="isaaclab-ground-")) / "default_ground_plane.usda"
+    ground.write_text(_GROUND_PLANE_USDA)
+    url = from_files_cfg._DEFAULT_GROUND_PLANE_USD
+    retrieve = prims.retrieve_file_path
+
+    def local_ground(path: str, *args: object, **kwargs: object) -> str:
+        return str(ground) if path == url else retrieve(path, *args, **kwargs)
+
+    prims.retrieve_file_path = local_ground
+
+
 def _stock() -> bool:
     return os.environ.get("FRAMEVIEW_ISAACLAB_STOCK", "") == "1"
 
@@ -124,18 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
         isaaclab.test.utils.devices.test_devices = cpu_for_cuda_scoped
         isaaclab.test.utils.test_devices = cpu_for_cuda_scoped
 
-    from isaaclab.sim.spawners.from_files import from_files_cfg
-    from isaaclab.sim.utils import prims
-
-    ground = Path(tempfile.mkdtemp(prefix="isaaclab-ground-")) / "default_ground_plane.usda"
-    ground.write_text(_GROUND_PLANE_USDA)
-    url = from_files_cfg._DEFAULT_GROUND_PLANE_USD
-    retrieve = prims.retrieve_file_path
-
-    def local_ground(path: str, *args: object, **kwargs: object) -> str:
-        return str(ground) if path == url else retrieve(path, *args, **kwargs)
-
-    prims.retrieve_file_path = local_ground
+    use_local_ground_plane()
 
     if _stock():
         return

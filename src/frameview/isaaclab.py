@@ -437,9 +437,12 @@ class IsaacLabFrameView:
 
     @property
     def prims(self) -> list[Any]:
-        """The USD prims (``Usd.Prim``) in view order."""
+        """The USD prims (``Usd.Prim``) in view order; under Newton, a frame of an env cloned in Newton only has
+        no prim of its own: its source's (env_0's) stands in, as Isaac Lab's camera does with its Newton view."""
         if self._prims is None:
-            self._prims = [self._stage.GetPrimAtPath(p) for p in self.frameview.prim_paths]
+            view = self.frameview
+            source = view._store.source_path if self.frameview_backend == "newton" else str
+            self._prims = [self._stage.GetPrimAtPath(source(p)) for p in view.prim_paths]
         return self._prims
 
     def close(self) -> None:
