@@ -322,6 +322,8 @@ def test_usd_mapping_gives_isaaclab_usd_views_numbers(fake_isaaclab: Any, world:
     mats, expected = _gf_truth(fake_isaaclab.stage_box["stage"], view.prim_paths, world)
     np.testing.assert_allclose(quat.warp.numpy(), expected, atol=2e-6)  # no sign freedom: same numbers
     np.testing.assert_allclose(pos.warp.numpy(), [list(m.ExtractTranslation()) for m in mats], atol=1e-6)
+    with view.xform_world_space_writer() if world else view.xform_local_space_writer() as w:  # a scope's reads too
+        np.testing.assert_allclose(w.get_poses()[1].warp.numpy(), expected, atol=2e-6)
     scales = view._get_world_scales_impl()  # the fake's BaseFrameView has no public scale getters
     assert scales.warp.dtype == wp.float32 and scales.warp.shape == (len(q), 3)
     view.close()

@@ -71,8 +71,18 @@ def env0_stage(env_xforms: bool) -> Usd.Stage:
     return stage
 
 
-def replicated_model(stage: Usd.Stage, device: str = "cpu"):
-    """The model of ``ENVS`` copies of env_0's bodies, labelled as Isaac Lab's cloner labels them."""
+def env_xform(i: int, turn_deg: float = 0.0) -> np.ndarray:
+    """The placement of env i in :func:`replicated_model` as a row-vector matrix: turned about z, then moved."""
+    a = np.radians(turn_deg * i)
+    m = np.eye(4)
+    m[:2, :2] = [[np.cos(a), np.sin(a)], [-np.sin(a), np.cos(a)]]
+    m[3, :3] = (SPACING * i, 0.0, 0.0)
+    return m
+
+
+def replicated_model(stage: Usd.Stage, device: str = "cpu", turn_deg: float = 0.0):
+    """The model of ``ENVS`` copies of env_0's bodies, labelled as Isaac Lab's cloner labels them; env i placed by
+    :func:`env_xform` (env_0 not moved)."""
     newton = newton_module()
     cache = UsdGeom.XformCache(Usd.TimeCode.Default())
     proto = newton.ModelBuilder()
@@ -80,7 +90,12 @@ def replicated_model(stage: Usd.Stage, device: str = "cpu"):
         p, q = rigid_pose(np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath(f"/World/envs/env_0/{rel}"))))
         proto.add_body(xform=wp.transform(wp.vec3(*p), wp.quat(*q)), label=rel)
     builder = newton.ModelBuilder()
-    xforms = [wp.transform((SPACING * i, 0.0, 0.0), wp.quat_identity()) for i in range(ENVS)]
+    xforms = [
+        wp.transform(
+            (SPACING * i, 0.0, 0.0), wp.quat_from_axis_angle(wp.vec3(0.0, 0.0, 1.0), float(np.radians(turn_deg * i)))
+        )
+        for i in range(ENVS)
+    ]
     builder.replicate(proto, ENVS, xforms=xforms, label_prefixes=[f"/World/envs/env_{i}" for i in range(ENVS)])
     return builder.finalize(device=device)
 
@@ -196,6 +211,17 @@ def test_cloned_frames_on_no_body_are_placed_with_their_env(cloned: dict) -> Non
     expected = np.array([[0.5 + SPACING * i, 0.5, 0.0] for i in range(ENVS)])
     np.testing.assert_allclose(view.get_world_poses()[0].numpy(), expected, atol=1e-6)
     assert_quats_close(view.get_world_poses()[1].numpy(), np.tile([0.0, 0.0, 0.0, 1.0], (ENVS, 1)), atol=1e-7)
+
+
+def test_a_cloned_frame_on_no_body_in_a_turned_env() -> None:
+    """No env Xforms; the model turns env i by 15 i degrees about z: the fixed marker of env i is env_0's marker
+    moved by that placement (float64 NumPy)."""
+    stage = env0_stage(env_xforms=False)
+    model = replicated_model(stage, turn_deg=15.0)
+    view = fv.NewtonFrameView("/World/envs/env_.*/Marker", stage=stage, model=model, state=model.state())
+    cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+    marker0 = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath("/World/envs/env_0/Marker")))
+    assert_poses(view, np.array([marker0 @ env_xform(i, 15.0) for i in range(ENVS)]))
 
 
 def test_a_cloned_frame_on_no_body_follows_its_env_xform() -> None:

@@ -622,9 +622,11 @@ class _ScopeWriter:
 
     def get_poses(self, indices: Any = None) -> tuple[Any, Any]:
         """Poses in this scope's space, the scope's writes applied, as ``ProxyArray``s."""
+        view = self._view
         pos, quat = self._scope.get_poses(indices)
-        proxies = self._view._proxies
-        return proxies.wrap(f"{self.space}_pos", pos), proxies.wrap(f"{self.space}_quat", quat)
+        rule = view._world_rule() if self.space == "world" else view._local_rule()
+        quat = view._signed(f"{self.space}_quat", quat, rule, indices)  # signed as Isaac Lab's getters sign them
+        return view._proxies.wrap(f"{self.space}_pos", pos), view._proxies.wrap(f"{self.space}_quat", quat)
 
     def get_scales(self, indices: Any = None) -> Any:
         """Scales in this scope's space, the scope's writes applied, as a ``ProxyArray``."""

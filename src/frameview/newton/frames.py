@@ -128,7 +128,9 @@ class FrameStore:
         self.bodies: dict[str, int] = {label: b for b, label in enumerate(labels)}
         self._labels = labels
         self._clones: dict[str, tuple[str, str]] = {}  # node path -> (clone prefix, source prefix): Newton-only
-        self._placements: dict[str, np.ndarray | None] = {}  # clone prefix -> its placement (see _placement)
+        self._clone_pairs: dict[str, list[tuple[str, str]]] = {}  # clone root -> its body pairs (CloneTree.pairs)
+        self._placements: dict[str, np.ndarray | None] = {}  # clone root -> its placement (see _placement)
+        self._scale_of_prim: dict[str, np.ndarray] = {}  # body prim path -> its USD scale (see _scale_of_body)
         self._ambiguous: set[str] = set()
         if len(self.bodies) < len(labels):  # a label given to several bodies cannot place a frame
             self._ambiguous = {label for label in self.bodies if labels.count(label) > 1}
@@ -177,24 +179,35 @@ class FrameStore:
                 clone = tree.clone_of(path)
                 if clone is not None:
                     self._clones[path] = clone
-                    if clone[0] not in self._placements:
-                        self._placements[clone[0]] = self._placement(tree.pairs.get(clone[0], []))
+                    if clone[0] not in self._clone_pairs:
+                        self._clone_pairs[clone[0]] = tree.pairs.get(clone[0], [])
         return paths
 
-    def _placement(self, pairs: list[tuple[str, str]]) -> np.ndarray | None:
-        """``D`` (row-vector, float64) with ``pose(clone body) = pose(source body) @ D`` for every body pair of a
-        clone in the model's initial poses (``model.body_q``): the clone env's placement relative to its source's.
-        None when the pairs disagree (the clone is not a rigid copy of its source) or there are no initial poses."""
-        if self._initial_body_q is None or not pairs:
-            return None
-        deltas = []
-        for clone, source in pairs:
-            a, b = self._initial_body_q[self.bodies[source]], self._initial_body_q[self.bodies[clone]]
-            deltas.append(np.linalg.inv(_pose(a)) @ _pose(b))
-        first = deltas[0]
-        if any(np.abs(d - first).max() > _POSE_TOLERANCE for d in deltas[1:]):
-            return None
-        return first
+    def _place_clones(self) -> None:
+        """Fill :attr:`_placements` for every clone root seen so far, in one batch: ``D`` (row-vector, float64) with
+        ``pose(clone body) = pose(source body) @ D`` for every body pair of the clone in the model's initial poses
+        (``model.body_q``), the clone env's placement relative to its source's; None when its pairs disagree (the
+        clone is not a rigid copy of its source) or there are no initial poses."""
+        roots = [root for root in self._clone_pairs if root not in self._placements]
+        if self._initial_body_q is None:
+            self._placements.update(dict.fromkeys(roots))
+            return
+        owner, sources, clones = [], [], []
+        for k, root in enumerate(roots):
+            for clone, source in self._clone_pairs[root]:
+                owner.append(k)
+                sources.append(self.bodies[source])
+                clones.append(self.bodies[clone])
+        deltas = np.linalg.inv(_poses(self._initial_body_q[sources])) @ _poses(self._initial_body_q[clones])
+        first: dict[int, np.ndarray] = {}
+        rigid = [True] * len(roots)
+        for k, delta in zip(owner, deltas, strict=True):
+            if k not in first:
+                first[k] = delta
+            elif np.abs(delta - first[k]).max() > _POSE_TOLERANCE:
+                rigid[k] = False
+        for k, root in enumerate(roots):
+            self._placements[root] = first[k] if rigid[k] and k in first else None
 
     def source_path(self, path: str) -> str:
         """The stage prim that a frame's offset and properties are read from: ``path`` itself, or for a frame of an
@@ -329,7 +342,9 @@ class FrameStore:
 
     def _clone_placement(self, frame: str, prim: Usd.Prim, clone: tuple[str, str]) -> np.ndarray:
         """The placement of a cloned frame's env relative to its source's, for a cloned frame on no body."""
-        placement = self._placements.get(clone[0])
+        if clone[0] not in self._placements:
+            self._place_clones()
+        placement = self._placements[clone[0]]
         if placement is None:
             raise ValueError(
                 f"prim_path: {frame!r} exists only in the Newton model (its env {clone[0]!r} is a clone of "
@@ -345,11 +360,15 @@ class FrameStore:
         body's prim, or for a body cloned in Newton only (``on_stage`` false), its source's."""
         scale = self._body_scale.get(body)
         if scale is None:
-            world = np.array(cache.GetLocalToWorldTransform(prim), dtype=np.float64)
-            rigid = rigid_part(world)
-            scale = self._body_scale[body] = world @ np.linalg.inv(rigid)
-            if on_stage:
-                self._body_rigid[body] = rigid  # kept for the pose check (a clone's USD pose is its source's)
+            path = str(prim.GetPath())
+            scale = self._scale_of_prim.get(path)
+            if scale is None or on_stage:
+                world = np.array(cache.GetLocalToWorldTransform(prim), dtype=np.float64)
+                rigid = rigid_part(world)
+                scale = self._scale_of_prim[path] = world @ np.linalg.inv(rigid)
+                if on_stage:
+                    self._body_rigid[body] = rigid  # kept for the pose check (a clone's USD pose is its source's)
+            self._body_scale[body] = scale
         return scale
 
     def _check_body_poses(self, bodies: np.ndarray) -> None:
@@ -517,11 +536,24 @@ def _has_ancestor_in(path: str, paths: set[str]) -> bool:
     return False
 
 
-def _pose(x: np.ndarray) -> np.ndarray:
-    """Row-vector matrix (float64) of a Newton transform ``(px, py, pz, qx, qy, qz, qw)``."""
-    m = np.eye(4)
-    m[:3, :3] = _quat_rows(x[3:7].astype(np.float64))
-    m[3, :3] = x[:3]
+def _poses(x: np.ndarray) -> np.ndarray:
+    """Row-vector matrices (n, 4, 4), float64, of Newton transforms ``(n, 7)``: ``(px, py, pz, qx, qy, qz, qw)``."""
+    x = np.asarray(x, dtype=np.float64).reshape(-1, 7)
+    q = x[:, 3:7] / np.linalg.norm(x[:, 3:7], axis=1, keepdims=True)
+    qx, qy, qz, qw = q.T
+    m = np.zeros((len(x), 4, 4))
+    # rows are the rotated axes (the transpose of the column-vector rotation)
+    m[:, 0, 0] = 1 - 2 * (qy * qy + qz * qz)
+    m[:, 0, 1] = 2 * (qx * qy + qz * qw)
+    m[:, 0, 2] = 2 * (qx * qz - qy * qw)
+    m[:, 1, 0] = 2 * (qx * qy - qz * qw)
+    m[:, 1, 1] = 1 - 2 * (qx * qx + qz * qz)
+    m[:, 1, 2] = 2 * (qy * qz + qx * qw)
+    m[:, 2, 0] = 2 * (qx * qz + qy * qw)
+    m[:, 2, 1] = 2 * (qy * qz - qx * qw)
+    m[:, 2, 2] = 1 - 2 * (qx * qx + qy * qy)
+    m[:, 3, :3] = x[:, :3]
+    m[:, 3, 3] = 1.0
     return m
 
 
