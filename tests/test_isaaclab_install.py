@@ -157,52 +157,78 @@ def test_legacy_scales_are_world_and_visibility_is_torch() -> None:
         view.close()
 
 
-def test_newton_view_is_built_when_physics_is_ready() -> None:
-    """Under Isaac Lab's Newton physics (opt-in) the view waits for sim.reset(), then reads the mount on env_0's
-    body: the body's pose in Newton's state plus the mount's offset (the body is not rotated)."""
+def test_newton_view_matches_isaaclabs_own_view() -> None:
+    """Under Isaac Lab's Newton physics, kit-less (env_0 alone on the stage), FrameView(...) after the default
+    install() waits for sim.reset(), then finds the mount of every env and gives the numbers Isaac Lab's own
+    NewtonSiteFrameView gives on the same scene: positions, xyzw quaternions with their sign, local poses and the
+    legacy get_scales (collision-shape scales), with bodies and mounts turned so that the signs matter."""
     newton_cfg = pytest.importorskip("isaaclab_newton.physics")
     from isaaclab.assets import RigidObjectCfg
     from isaaclab.scene import InteractiveScene, InteractiveSceneCfg
     from isaaclab.sim import SimulationCfg, build_simulation_context
     from isaaclab.utils import configclass
     from isaaclab_newton.physics.newton_manager import NewtonManager
+    from isaaclab_newton.sim.views import NewtonSiteFrameView
+
+    num_envs = 11  # env_10 after env_9
 
     @configclass
     class _SceneCfg(InteractiveSceneCfg):
         cube: RigidObjectCfg = RigidObjectCfg(
             prim_path="{ENV_REGEX_NS}/Cube",
             spawn=sim_utils.CuboidCfg(
-                size=(0.2, 0.2, 0.2),
+                size=(0.2, 0.3, 0.4),
                 rigid_props=sim_utils.UsdPhysicsRigidBodyCfg(),
                 mass_props=sim_utils.MassCfg(mass=1.0),
                 collision_props=sim_utils.UsdPhysicsCollisionCfg(),
             ),
-            init_state=RigidObjectCfg.InitialStateCfg(pos=(0.0, 0.0, 1.0)),
+            init_state=RigidObjectCfg.InitialStateCfg(pos=(0.0, 0.0, 1.0), rot=(0.0, 0.0, 0.9238795, -0.3826834)),
         )
 
-    fv_isaaclab.uninstall()
-    fv_isaaclab.install({"physx": "fabric", "newton": "newton"})
+    assert fv_isaaclab.installed() and "newton" in fv_isaaclab.DEFAULT_BACKENDS
     cfg = SimulationCfg(physics=newton_cfg.NewtonCfg(solver_cfg=newton_cfg.MJWarpSolverCfg()))
     cfg.device = "cpu"
     with build_simulation_context(device="cpu", sim_cfg=cfg, add_ground_plane=False) as sim:  # ground: a download
         sim._app_control_on_stop_handle = None
-        InteractiveScene(_SceneCfg(num_envs=2, env_spacing=2.0))
-        sim_utils.create_prim("/World/envs/env_0/Cube/CameraMount", translation=CHILD_OFFSET)
-        view = FrameView("/World/envs/env_[^/]+/Cube/CameraMount", device="cpu")
+        InteractiveScene(_SceneCfg(num_envs=num_envs, env_spacing=2.0))
+        stage = sim_utils.get_current_stage()
+        assert not stage.GetPrimAtPath("/World/envs/env_1/Cube").IsValid()  # kit-less: env_0 alone on the stage
+        sim_utils.create_prim(
+            "/World/envs/env_0/Cube/CameraMount", translation=CHILD_OFFSET, orientation=(0.5, -0.5, 0.5, -0.5)
+        )
+        pattern = "/World/envs/env_[^/]+/Cube/CameraMount"
+        view = FrameView(pattern, device="cpu")
+        stock = NewtonSiteFrameView(pattern, device="cpu")
         try:
             assert isinstance(view, fv_isaaclab.IsaacLabFrameView) and view.count == 0
             with pytest.raises(RuntimeError, match="physics is ready"):
                 view.get_world_poses()
             sim.reset()
+            for _ in range(3):
+                sim.step()
             assert isinstance(view.frameview, fv.NewtonFrameView)
-            assert view.prim_paths[0] == "/World/envs/env_0/Cube/CameraMount"
-            body = list(NewtonManager.get_model().body_label).index("/World/envs/env_0/Cube")
-            body_q = wp.to_torch(NewtonManager.get_state_0().body_q)[body].numpy()
-            np.testing.assert_allclose(body_q[3:], [0.0, 0.0, 0.0, 1.0], atol=1e-6)  # xyzw identity
-            pos, quat = view.get_world_poses()
-            np.testing.assert_allclose(pos.torch.numpy()[0], body_q[:3] + np.array(CHILD_OFFSET), atol=1e-5)
-            np.testing.assert_allclose(quat.torch.numpy()[0], [0.0, 0.0, 0.0, 1.0], atol=1e-6)
-            with pytest.raises(NotImplementedError, match="collision-shape sizes"):
-                view.get_scales()
+            assert view.prim_paths == [f"/World/envs/env_{i}/Cube/CameraMount" for i in range(num_envs)]
+            assert view.count == stock.count == num_envs
+            body_q = wp.to_torch(NewtonManager.get_state_0().body_q).numpy()
+            labels = list(NewtonManager.get_model().body_label)
+            assert [labels[b] for b in view.frameview.body_indices] == [
+                f"/World/envs/env_{i}/Cube" for i in range(num_envs)
+            ]
+            ids = wp.array([10, 3, 0], dtype=wp.int32)
+            for args in ((), (ids,)):
+                pos, quat = view.get_world_poses(*args)
+                spos, squat = stock.get_world_poses(*args)
+                assert pos.warp.dtype == spos.warp.dtype and quat.warp.dtype == squat.warp.dtype  # vec3f, vec4f
+                np.testing.assert_allclose(pos.torch.numpy(), spos.torch.numpy(), atol=2e-6)
+                np.testing.assert_allclose(quat.torch.numpy(), squat.torch.numpy(), atol=2e-6)  # the same sign
+                lpos, lquat = view.get_local_poses(*args)
+                slpos, slquat = stock.get_local_poses(*args)
+                np.testing.assert_allclose(lpos.torch.numpy(), slpos.torch.numpy(), atol=2e-6)
+                np.testing.assert_allclose(lquat.torch.numpy(), slquat.torch.numpy(), atol=2e-6)
+                np.testing.assert_allclose(view.get_scales(*args).torch.numpy(), stock.get_scales(*args).torch.numpy())
+            assert (quat.torch.numpy()[:, 3] < 0).any() or (quat.torch.numpy()[:, :3] < 0).any()
+            np.testing.assert_allclose(view.get_scales().torch.numpy()[0], [0.1, 0.15, 0.2], rtol=1e-6)  # half sizes
+            assert np.isfinite(body_q).all()
         finally:
             view.close()
+            stock.close()

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 import warp as wp
-from pxr import Usd, UsdGeom
+from pxr import Gf, Usd, UsdGeom
 
 import frameview as fv
 import frameview.isaaclab as fv_isaaclab
@@ -162,6 +162,7 @@ def fake_isaaclab(monkeypatch: pytest.MonkeyPatch) -> Any:
         UsdGeom.Xform.Define(stage, f"/World/Parent_{i}").AddTranslateOp().Set((float(i), 0.0, 1.0))
         UsdGeom.Xform.Define(stage, f"/World/Parent_{i}/Child").AddTranslateOp().Set(CHILD_OFFSET)
     stage_box["stage"] = stage
+    FrameView.stage_box = stage_box  # type: ignore[attr-defined]  (tests may swap the stage)
     yield FrameView
     fv_isaaclab.uninstall()
 
@@ -178,13 +179,13 @@ def test_install_fills_the_registry_and_uninstall_restores_it(fake_isaaclab: Any
     assert fv_isaaclab.installed()
     assert issubclass(fake_isaaclab._registry["physx"], fv_isaaclab.IsaacLabFrameView)
     assert issubclass(fake_isaaclab._registry["physx"], _BaseFrameView)
-    assert "newton" not in fake_isaaclab._registry  # opt-in
+    assert fake_isaaclab._registry["newton"].frameview_backend == "newton"
     fv_isaaclab.install()  # the same again: nothing changes
     with pytest.raises(ValueError, match="uninstall"):
         fv_isaaclab.install({"physx": "usd"})
     fv_isaaclab.uninstall()
-    fv_isaaclab.install({"physx": "fabric", "newton": "newton"})
-    assert fake_isaaclab._registry["newton"].frameview_backend == "newton"
+    fv_isaaclab.install({"physx": "fabric"})
+    assert "newton" not in fake_isaaclab._registry
     fv_isaaclab.uninstall()
     assert fake_isaaclab._registry == {"physx": _StockView}
     fv_isaaclab.uninstall()  # idempotent
@@ -258,7 +259,7 @@ def test_newton_view_waits_for_physics(fake_isaaclab: Any) -> None:
     assert view.count == 0
     with pytest.raises(RuntimeError, match="physics is ready"):
         view.get_world_poses()
-    with pytest.raises(NotImplementedError, match="collision-shape sizes"):
+    with pytest.raises(RuntimeError, match="physics is ready"):
         view.get_scales()
     view.close()
     assert _NewtonManager.callbacks == []
@@ -272,3 +273,80 @@ def test_without_isaaclab_install_says_how_to_get_it(monkeypatch: pytest.MonkeyP
     with pytest.raises(ImportError, match=r"pip install 'frameview\[isaaclab\]'"):
         fv_isaaclab.install()
     assert not fv_isaaclab.installed()
+
+
+def _rotated_stage(fake_isaaclab: Any, n: int = 64) -> np.ndarray:
+    """Replace the fake's stage by ``n`` prims at random orientations (plus the half turns and quarter turns whose
+    quaternions tie in magnitude); return their xyzw quaternions as authored."""
+    rng = np.random.default_rng(7)
+    q = rng.normal(size=(n, 4))
+    special = [[0, 0, 0.7071068, 0.7071068], [0, 0, -0.7071068, 0.7071068], [0.5, 0.5, 0.5, 0.5], [1, 0, 0, 0],
+               [0, 0, 1, 0], [0.8, 0, 0, 0.6], [-0.8, 0, 0, 0.6], [0.6, 0, 0, -0.8], [0, 0, 0, 1]]  # fmt: skip
+    q = np.concatenate([q, special])
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    stage = Usd.Stage.CreateInMemory()
+    for i, (x, y, z, w) in enumerate(q):
+        xf = UsdGeom.Xform.Define(stage, f"/World/Parent_{i}")
+        xf.AddTranslateOp().Set((float(i), 0.0, 1.0))
+        xf.AddOrientOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Quatd(float(w), float(x), float(y), float(z)))
+        UsdGeom.Xform.Define(stage, f"/World/Parent_{i}/Child").AddTranslateOp().Set(CHILD_OFFSET)
+    fake_isaaclab.stage_box["stage"] = stage
+    return q
+
+
+def _gf_truth(stage: Usd.Stage, paths: list[str], world: bool) -> tuple[list[Any], np.ndarray]:
+    """(orthonormalized pxr matrices, Gf's ExtractRotationQuat of each as xyzw): what Isaac Lab's USD view does."""
+    cache = UsdGeom.XformCache()
+    mats, quats = [], []
+    for p in paths:
+        prim = stage.GetPrimAtPath(p)
+        m = cache.GetLocalToWorldTransform(prim) if world else cache.GetLocalTransformation(prim)[0]
+        m = Gf.Matrix4d(m)
+        m.Orthonormalize()
+        g = m.ExtractRotationQuat()
+        mats.append(m)
+        quats.append([*g.GetImaginary(), g.GetReal()])
+    return mats, np.array(quats)
+
+
+@pytest.mark.parametrize("world", [True, False], ids=["world", "local"])
+def test_usd_mapping_gives_isaaclab_usd_views_numbers(fake_isaaclab: Any, world: bool) -> None:
+    """With "usd", poses come as Isaac Lab's UsdFrameView gives them: (M, 3) / (M, 4) float32 arrays and the
+    quaternion pxr's ExtractRotationQuat gives (the same sign), within float32 rounding."""
+    q = _rotated_stage(fake_isaaclab)
+    fv_isaaclab.install({"physx": "usd"})
+    view = fake_isaaclab("/World/Parent_.*", device="cpu")
+    pos, quat = view.get_world_poses() if world else view.get_local_poses()
+    assert pos.warp.dtype == wp.float32 and pos.warp.shape == (len(q), 3)
+    assert quat.warp.dtype == wp.float32 and quat.warp.shape == (len(q), 4)
+    mats, expected = _gf_truth(fake_isaaclab.stage_box["stage"], view.prim_paths, world)
+    np.testing.assert_allclose(quat.warp.numpy(), expected, atol=2e-6)  # no sign freedom: same numbers
+    np.testing.assert_allclose(pos.warp.numpy(), [list(m.ExtractTranslation()) for m in mats], atol=1e-6)
+    with view.xform_world_space_writer() if world else view.xform_local_space_writer() as w:  # a scope's reads too
+        np.testing.assert_allclose(w.get_poses()[1].warp.numpy(), expected, atol=2e-6)
+    scales = view._get_world_scales_impl()  # the fake's BaseFrameView has no public scale getters
+    assert scales.warp.dtype == wp.float32 and scales.warp.shape == (len(q), 3)
+    view.close()
+
+
+def test_fabric_mapping_signs_as_warp_quat_from_matrix(fake_isaaclab: Any) -> None:
+    """With "fabric", quaternions are signed as Isaac Lab's FabricFrameView's wp.quat_from_matrix signs them."""
+    q = _rotated_stage(fake_isaaclab)
+    fv_isaaclab.install()
+    view = fake_isaaclab("/World/Parent_.*", device="cpu")
+    quat = view.get_world_poses()[1].warp.numpy()
+    assert quat.shape == (len(q), 4)
+    mats, _ = _gf_truth(fake_isaaclab.stage_box["stage"], view.prim_paths, True)
+    rot = np.array([[[m[r][c] for c in range(3)] for r in range(3)] for m in mats])
+    # Warp's quat_from_matrix takes a column-vector matrix: the transpose of pxr's row-vector one
+    cols = wp.array(np.transpose(rot, (0, 2, 1)).astype(np.float32), dtype=wp.mat33f)
+    out = wp.empty(len(q), dtype=wp.quatf)
+    wp.launch(_quat_from_matrix, len(q), inputs=[cols], outputs=[out])
+    np.testing.assert_allclose(quat, out.numpy(), atol=2e-6)
+    view.close()
+
+
+@wp.kernel
+def _quat_from_matrix(m: wp.array(dtype=wp.mat33f), out: wp.array(dtype=wp.quatf)):
+    i = wp.tid()
+    out[i] = wp.quat_from_matrix(m[i])

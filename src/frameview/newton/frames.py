@@ -10,6 +10,8 @@ a :class:`FrameStore` (one per model and stage), holding:
 - ``chain[n]``: the constant product of the local matrices of the prims between its parent and that anchor (or, with
   no anchor, up to its body, ending with the body's own USD scale; or up to the root for a frame fixed in the world);
 - ``body[n]``: the Newton body it rides on (the nearest ancestor in ``model.body_label``), -1 for none;
+- its *source* prim on the stage: the prim itself, or, for a frame of a cloned env that exists only in Newton (see
+  *Clones* below), the prim it was cloned from;
 - ``offset[n]``, ``sheared[n]``: derived from the above, what world reads use: the translation and rotation of its
   matrix relative to its body, and whether that matrix is sheared (:func:`~frameview.newton.kernels.refresh_offsets`,
   updated on the device after each change of ``local``).
@@ -17,6 +19,21 @@ a :class:`FrameStore` (one per model and stage), holding:
 A frame's world matrix is then ``local[n] @ chain[n] @ world(anchor)`` and, at the top of the anchor chain,
 ``... @ chain @ T(body_q[body])`` with ``T`` the body's rigid transform. Because every view of a model shares its
 store, a write through one view is seen by every other view, and frames below a written frame follow it.
+
+Clones: a Newton model built by replicating one env (``ModelBuilder.replicate`` / ``add_builder`` with label
+prefixes, as Isaac Lab's Newton cloner does kit-less) has a body per env, labelled by its prim path
+(``/World/envs/env_7/Robot/base``), while the stage holds env_0's prims alone (and maybe empty env Xforms). A body
+whose label is not a prim of the stage is a *clone* of the one stage body whose label differs from it in exactly
+one path component (``env_0`` for ``env_7``), which ends the *clone root* (``/World/envs/env_7``): the prims below
+the source root that the stage lacks below the clone root are mirrored there. Views resolve their patterns over
+the stage with these mirrored prims added (:class:`CloneTree`): ``/World/envs/env_.*/Camera`` finds one frame per
+env, in the stage's order of the env Xforms, or, for envs missing from the stage, after the stage's own in the
+model's body order. A cloned frame on a body gets its source's offset from its body, applied to its own env's
+body. One on no body (a camera fixed in its env) gets its source's offset from the source root, applied to the
+clone root's stage pose, or, when the clone root is not on the stage either, to the source root moved by the env's
+placement relative to the source env, read from the model's initial body poses (``model.body_q``: every body of
+the clone must be its source's moved by one rigid transform, else the frame is refused). A clone with more than one
+candidate source is refused.
 
 Nodes are added when views are built and never removed. ``anchor``, ``chain`` and ``body`` are computed on the host
 from the stage, once per node; ``local`` and the derived ``offset`` and ``sheared`` live on the model's device.
@@ -34,9 +51,10 @@ import numpy as np
 import warp as wp
 from pxr import Usd, UsdGeom, UsdPhysics
 
+from ..paths import PrimTree, _as_prim_tree, resolve_prim_paths
 from .kernels import refresh_offsets
 
-__all__ = ["FrameStore", "frame_store", "rigid_part"]
+__all__ = ["CloneTree", "FrameStore", "frame_store", "rigid_part"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,9 +100,9 @@ def rigid_part(m: np.ndarray) -> np.ndarray:
 def _physics_role(prim: Usd.Prim, is_body: bool) -> str | None:
     """What makes ``prim`` a physics prim that a frame view must not own, or None for a frame."""
     if is_body or prim.HasAPI(UsdPhysics.RigidBodyAPI):
-        return "a rigid body (UsdPhysics.RigidBodyAPI), which the Newton solver moves"
+        return "a rigid body (a physics body: UsdPhysics.RigidBodyAPI), which the Newton solver moves"
     if prim.HasAPI(UsdPhysics.CollisionAPI):
-        return "a collider (UsdPhysics.CollisionAPI), part of a Newton body's shape"
+        return "a collider (a collision shape: UsdPhysics.CollisionAPI), part of a Newton body's shape"
     if prim.IsA(UsdPhysics.Joint):
         return "a joint (UsdPhysics.Joint)"
     return None
@@ -109,6 +127,10 @@ class FrameStore:
         labels = [str(label) for label in model.body_label]
         self.bodies: dict[str, int] = {label: b for b, label in enumerate(labels)}
         self._labels = labels
+        self._clones: dict[str, tuple[str, str]] = {}  # node path -> (clone prefix, source prefix): Newton-only
+        self._clone_pairs: dict[str, list[tuple[str, str]]] = {}  # clone root -> its body pairs (CloneTree.pairs)
+        self._placements: dict[str, np.ndarray | None] = {}  # clone root -> its placement (see _placement)
+        self._scale_of_prim: dict[str, np.ndarray] = {}  # body prim path -> its USD scale (see _scale_of_body)
         self._ambiguous: set[str] = set()
         if len(self.bodies) < len(labels):  # a label given to several bodies cannot place a frame
             self._ambiguous = {label for label in self.bodies if labels.count(label) > 1}
@@ -139,6 +161,60 @@ class FrameStore:
         """The body index of each node (-1: fixed in the world)."""
         return self._body[nodes]
 
+    def resolve(self, prim_path: str | Sequence[str]) -> list[str]:
+        """The frame paths ``prim_path`` names (:func:`frameview.resolve_prim_paths`), over the stage and the
+        subtrees of the envs cloned in Newton only (see the module docstring); remembers the source of each
+        cloned one for :meth:`add`.
+
+        Raises:
+            ValueError: As :func:`frameview.resolve_prim_paths`; or the pattern reaches a clone with several
+                candidate sources on the stage.
+        """
+        tree = CloneTree(self.stage, self._labels)
+        if not tree.prefixes and not tree.ambiguous:
+            return resolve_prim_paths(prim_path, self.stage)
+        paths = resolve_prim_paths(prim_path, tree)
+        for path in paths:
+            if path not in self.index and not self.stage.GetPrimAtPath(path).IsValid():
+                clone = tree.clone_of(path)
+                if clone is not None:
+                    self._clones[path] = clone
+                    if clone[0] not in self._clone_pairs:
+                        self._clone_pairs[clone[0]] = tree.pairs.get(clone[0], [])
+        return paths
+
+    def _place_clones(self) -> None:
+        """Fill :attr:`_placements` for every clone root seen so far, in one batch: ``D`` (row-vector, float64) with
+        ``pose(clone body) = pose(source body) @ D`` for every body pair of the clone in the model's initial poses
+        (``model.body_q``), the clone env's placement relative to its source's; None when its pairs disagree (the
+        clone is not a rigid copy of its source) or there are no initial poses."""
+        roots = [root for root in self._clone_pairs if root not in self._placements]
+        if self._initial_body_q is None:
+            self._placements.update(dict.fromkeys(roots))
+            return
+        owner, sources, clones = [], [], []
+        for k, root in enumerate(roots):
+            for clone, source in self._clone_pairs[root]:
+                owner.append(k)
+                sources.append(self.bodies[source])
+                clones.append(self.bodies[clone])
+        deltas = np.linalg.inv(_poses(self._initial_body_q[sources])) @ _poses(self._initial_body_q[clones])
+        first: dict[int, np.ndarray] = {}
+        rigid = [True] * len(roots)
+        for k, delta in zip(owner, deltas, strict=True):
+            if k not in first:
+                first[k] = delta
+            elif np.abs(delta - first[k]).max() > _POSE_TOLERANCE:
+                rigid[k] = False
+        for k, root in enumerate(roots):
+            self._placements[root] = first[k] if rigid[k] and k in first else None
+
+    def source_path(self, path: str) -> str:
+        """The stage prim that a frame's offset and properties are read from: ``path`` itself, or for a frame of an
+        env cloned in Newton only, the prim it was cloned from."""
+        clone = self._clones.get(path)
+        return path if clone is None else clone[1] + path[len(clone[0]) :]
+
     def add(self, paths: Sequence[str]) -> np.ndarray:
         """Make ``paths`` nodes (those not yet nodes are read from the stage); return their node indices (int32).
 
@@ -158,10 +234,10 @@ class FrameStore:
         cache = UsdGeom.XformCache(Usd.TimeCode.Default())
         prims = []
         for path in new:
-            prim = stage.GetPrimAtPath(path)
+            prim = stage.GetPrimAtPath(self.source_path(path))
             if not prim.IsValid():
                 raise ValueError(f"prim_path: no prim at {path!r}")
-            role = _physics_role(prim, path in self.bodies)
+            role = _physics_role(prim, path in self.bodies or self.source_path(path) in self.bodies)
             if role is not None:
                 raise ValueError(
                     f"prim {path!r} is {role}: a NewtonFrameView reads frames that ride on bodies (cameras, sensors, "
@@ -179,11 +255,14 @@ class FrameStore:
         index = dict(self.index)
         for k, path in enumerate(new):
             index[path] = first + k
-        resolved = [self._resolve(prim, cache, index) for prim in prims]
+        resolved = [self._resolve(path, prim, cache, index) for path, prim in zip(new, prims, strict=True)]
         # existing nodes below a new node now anchor on it
         new_set = set(new)
         moved = [n for n, path in enumerate(self.paths) if _has_ancestor_in(path, new_set)]
-        moved_resolved = [self._resolve(stage.GetPrimAtPath(self.paths[n]), cache, index) for n in moved]
+        moved_resolved = [
+            self._resolve(self.paths[n], stage.GetPrimAtPath(self.source_path(self.paths[n])), cache, index)
+            for n in moved
+        ]
         local = np.array([np.array(cache.GetLocalTransformation(p)[0], dtype=np.float64) for p in prims])
         # commit (host)
         self.paths.extend(new)
@@ -213,14 +292,28 @@ class FrameStore:
         when a node is :attr:`anchored`): ``(kernel, dim, params)``."""
         return refresh_offsets, self.count, [self.local, self.chain, self.anchor, self.body, self.offset, self.sheared]
 
-    def _resolve(self, prim: Usd.Prim, cache: UsdGeom.XformCache, index: dict[str, int]) -> tuple[int, int, np.ndarray]:
-        """``(anchor node, body, chain)`` of a frame prim; the body of an anchored node is its anchor's (set later)."""
+    def _resolve(
+        self, frame: str, prim: Usd.Prim, cache: UsdGeom.XformCache, index: dict[str, int]
+    ) -> tuple[int, int, np.ndarray]:
+        """``(anchor node, body, chain)`` of the frame at path ``frame`` whose stage prim is ``prim`` (its source for a
+        cloned frame); the body of an anchored node is its anchor's (set later)."""
         chain = np.eye(4)
+        clone = self._clones.get(frame)
         if cache.GetLocalTransformation(prim)[1]:  # resets the xform stack: its parent frame is the world
+            if clone is not None:
+                return -1, -1, self._clone_placement(frame, prim, clone)
             return -1, -1, chain
         parent = prim.GetParent()
         while parent and not parent.IsPseudoRoot():
             path = str(parent.GetPath())
+            if clone is not None:  # the parent's path in the frame's own env
+                if path != clone[1] and not path.startswith(clone[1] + "/"):  # above the clone root: on no body
+                    world = np.array(cache.GetLocalToWorldTransform(parent), dtype=np.float64)
+                    return -1, -1, chain @ world @ self._clone_placement(frame, prim, clone)
+                path = clone[0] + path[len(clone[1]) :]
+                own = self.stage.GetPrimAtPath(path)
+                if own.IsValid():  # the env's own prim is on the stage (an env Xform): the stage from here up
+                    parent, clone = own, None
             node = index.get(path)
             if node is not None:
                 return node, -1, chain
@@ -228,13 +321,13 @@ class FrameStore:
             if body is not None:
                 if path in self._ambiguous:
                     raise ValueError(
-                        f"prim {str(prim.GetPath())!r} sits on {path!r}, which names {self._labels.count(path)} "
+                        f"prim {frame!r} sits on {path!r}, which names {self._labels.count(path)} "
                         "bodies of the Newton model (model.body_label): give each body its own prim path"
                     )
-                return -1, body, chain @ self._scale_of_body(body, parent, cache)
+                return -1, body, chain @ self._scale_of_body(body, parent, cache, on_stage=clone is None)
             if parent.HasAPI(UsdPhysics.RigidBodyAPI):
                 raise ValueError(
-                    f"prim {str(prim.GetPath())!r} sits on {path!r}, a prim with UsdPhysics.RigidBodyAPI that the "
+                    f"prim {frame!r} sits on {path!r}, a prim with UsdPhysics.RigidBodyAPI that the "
                     "Newton model has no body for (no entry of model.body_label names it): build the model from "
                     "this stage (newton.ModelBuilder().add_usd(stage)) without ignoring that body"
                 )
@@ -243,17 +336,39 @@ class FrameStore:
             if resets:
                 break
             parent = parent.GetParent()
+        if clone is not None:
+            return -1, -1, chain @ self._clone_placement(frame, prim, clone)
         return -1, -1, chain
 
-    def _scale_of_body(self, body: int, prim: Usd.Prim, cache: UsdGeom.XformCache) -> np.ndarray:
+    def _clone_placement(self, frame: str, prim: Usd.Prim, clone: tuple[str, str]) -> np.ndarray:
+        """The placement of a cloned frame's env relative to its source's, for a cloned frame on no body."""
+        if clone[0] not in self._placements:
+            self._place_clones()
+        placement = self._placements[clone[0]]
+        if placement is None:
+            raise ValueError(
+                f"prim_path: {frame!r} exists only in the Newton model (its env {clone[0]!r} is a clone of "
+                f"{clone[1]!r}, which holds {str(prim.GetPath())!r}) and rides on no Newton body, and the model's "
+                "initial body poses do not place that env as a rigid copy of its source, so its pose is unknown: view "
+                "frames that ride on bodies, or author the other envs' prims on the stage"
+            )
+        return placement
+
+    def _scale_of_body(self, body: int, prim: Usd.Prim, cache: UsdGeom.XformCache, on_stage: bool) -> np.ndarray:
         """``S`` with ``world_usd(body) = S @ rigid_part(world_usd(body))``: the body's USD scale, which Newton's
-        body pose does not carry, so that its frames keep the world scale the stage gives them."""
+        body pose does not carry, so that its frames keep the world scale the stage gives them. ``prim`` is the
+        body's prim, or for a body cloned in Newton only (``on_stage`` false), its source's."""
         scale = self._body_scale.get(body)
         if scale is None:
-            world = np.array(cache.GetLocalToWorldTransform(prim), dtype=np.float64)
-            rigid = rigid_part(world)
-            scale = self._body_scale[body] = world @ np.linalg.inv(rigid)
-            self._body_rigid[body] = rigid  # kept for the pose check
+            path = str(prim.GetPath())
+            scale = self._scale_of_prim.get(path)
+            if scale is None or on_stage:
+                world = np.array(cache.GetLocalToWorldTransform(prim), dtype=np.float64)
+                rigid = rigid_part(world)
+                scale = self._scale_of_prim[path] = world @ np.linalg.inv(rigid)
+                if on_stage:
+                    self._body_rigid[body] = rigid  # kept for the pose check (a clone's USD pose is its source's)
+            self._body_scale[body] = scale
         return scale
 
     def _check_body_poses(self, bodies: np.ndarray) -> None:
@@ -309,6 +424,109 @@ class FrameStore:
         wp.copy(self.chain, wp.array(self._chain, dtype=wp.mat44d, device=host), count=n)
 
 
+class CloneTree:
+    """The stage as a :class:`frameview.paths.PrimTree`, with the prims of envs cloned in Newton only added.
+
+    A Newton body whose label (a prim path) is not on the stage is a clone of the stage body whose label differs
+    from it in exactly one component (see the module docstring). That component ends its *clone root* (``env_7`` in
+    ``/World/envs/env_7/Robot``), which mirrors the source's root (``/World/envs/env_0``): a path below a clone root
+    that is not on the stage exists when the path below the source's root does. Children are listed the stage's
+    first, then the mirrored ones in the source's order; a clone root not on the stage comes after its parent's
+    stage children, in the model's body order. A clone root with several candidate sources is *ambiguous*:
+    reaching a path below it raises ``ValueError``.
+
+    Args:
+        stage: The pxr stage.
+        labels: ``model.body_label`` (prim paths; other labels are ignored).
+    """
+
+    def __init__(self, stage: Usd.Stage, labels: Sequence[str]) -> None:
+        self._stage: PrimTree = _as_prim_tree(stage)
+        self.prefixes: dict[str, str] = {}
+        """Clone root -> source root."""
+        self.ambiguous: dict[str, list[str]] = {}
+        """Clone root -> its candidate source roots (more than one)."""
+        self.pairs: dict[str, list[tuple[str, str]]] = {}
+        """Clone root -> (clone body label, source body label) of each of its bodies."""
+        self._extra_children: dict[str, list[str]] = {}
+        on_stage = self._stage.has_prim
+        paths = [label for label in dict.fromkeys(labels) if label.startswith("/") and "//" not in label[1:]]
+        missing = [label for label in paths if not on_stage(label)]
+        if not missing:
+            return
+        # stage bodies by (depth, component left out, the other components): the clones' candidate sources
+        by_key: dict[tuple[int, int, tuple[str, ...]], list[str]] = {}
+        missing_set = set(missing)
+        for label in paths:
+            if label not in missing_set:
+                parts = tuple(label[1:].split("/"))
+                for i in range(len(parts)):
+                    by_key.setdefault((len(parts), i, parts[:i] + parts[i + 1 :]), []).append(label)
+        sources: dict[str, list[str]] = {}  # clone root -> source roots, in order of first sight
+        for label in missing:
+            parts = tuple(label[1:].split("/"))
+            for i in range(len(parts)):
+                for source in by_key.get((len(parts), i, parts[:i] + parts[i + 1 :]), ()):
+                    clone = "/" + "/".join(parts[: i + 1])
+                    source_root = "/" + "/".join(source[1:].split("/")[: i + 1])
+                    found = sources.setdefault(clone, [])
+                    if source_root not in found:
+                        found.append(source_root)
+                    self.pairs.setdefault(clone, []).append((label, source))
+        for clone, found in sources.items():
+            if len(found) == 1:
+                self.prefixes[clone] = found[0]
+            else:
+                self.ambiguous[clone] = found
+            if not on_stage(clone):
+                parent, _, name = clone.rpartition("/")
+                self._extra_children.setdefault(parent or "/", []).append(name)
+
+    def clone_of(self, path: str) -> tuple[str, str] | None:
+        """``(clone root, source root)`` of a path at or below a clone root; None for any other path.
+
+        Raises:
+            ValueError: ``path`` lies below an ambiguous clone root.
+        """
+        end = 0
+        while end != -1:
+            end = path.find("/", end + 1)
+            prefix = path if end == -1 else path[:end]
+            source = self.prefixes.get(prefix)
+            if source is not None:
+                return prefix, source
+            if prefix in self.ambiguous:
+                raise ValueError(
+                    f"prim_path: {path!r} exists only in the Newton model, and its env {prefix!r} could be a clone of "
+                    f"any of {self.ambiguous[prefix]!r} (their bodies' labels differ from its bodies' in one "
+                    "component each): author its prims on the stage, or leave the ambiguous envs out of the pattern"
+                )
+        return None
+
+    def child_names(self, path: str) -> list[str]:
+        """Names of the children of ``path``: the stage's, then the mirrored ones (see the class docstring)."""
+        stage = self._stage
+        names = stage.child_names(path) if path == "/" or stage.has_prim(path) else []
+        clone = self.clone_of(path) if path != "/" else None
+        if clone is not None:
+            source = clone[1] + path[len(clone[0]) :]
+            if stage.has_prim(source):
+                seen = set(names)
+                names = names + [n for n in stage.child_names(source) if n not in seen]
+        extra = self._extra_children.get(path)
+        if extra:
+            seen = set(names)
+            names = names + [n for n in extra if n not in seen]
+        return names
+
+    def has_prim(self, path: str) -> bool:
+        """Whether ``path`` is on the stage or mirrors a stage prim below a clone root."""
+        if self._stage.has_prim(path):
+            return True
+        clone = self.clone_of(path)
+        return clone is not None and self._stage.has_prim(clone[1] + path[len(clone[0]) :])
+
+
 def _has_ancestor_in(path: str, paths: set[str]) -> bool:
     parent = path.rsplit("/", 1)[0]
     while parent:
@@ -316,6 +534,27 @@ def _has_ancestor_in(path: str, paths: set[str]) -> bool:
             return True
         parent = parent.rsplit("/", 1)[0]
     return False
+
+
+def _poses(x: np.ndarray) -> np.ndarray:
+    """Row-vector matrices (n, 4, 4), float64, of Newton transforms ``(n, 7)``: ``(px, py, pz, qx, qy, qz, qw)``."""
+    x = np.asarray(x, dtype=np.float64).reshape(-1, 7)
+    q = x[:, 3:7] / np.linalg.norm(x[:, 3:7], axis=1, keepdims=True)
+    qx, qy, qz, qw = q.T
+    m = np.zeros((len(x), 4, 4))
+    # rows are the rotated axes (the transpose of the column-vector rotation)
+    m[:, 0, 0] = 1 - 2 * (qy * qy + qz * qz)
+    m[:, 0, 1] = 2 * (qx * qy + qz * qw)
+    m[:, 0, 2] = 2 * (qx * qz - qy * qw)
+    m[:, 1, 0] = 2 * (qx * qy - qz * qw)
+    m[:, 1, 1] = 1 - 2 * (qx * qx + qz * qz)
+    m[:, 1, 2] = 2 * (qy * qz + qx * qw)
+    m[:, 2, 0] = 2 * (qx * qz + qy * qw)
+    m[:, 2, 1] = 2 * (qy * qz - qx * qw)
+    m[:, 2, 2] = 1 - 2 * (qx * qx + qy * qy)
+    m[:, 3, :3] = x[:, :3]
+    m[:, 3, 3] = 1.0
+    return m
 
 
 def _quat_rows(q: np.ndarray) -> np.ndarray:

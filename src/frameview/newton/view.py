@@ -69,6 +69,11 @@ class NewtonFrameView(BaseFrameView):
       write through one view is seen by every other, as with Fabric. The store's arrays are replaced when a new view
       adds frames beyond their capacity: build the views before capturing graphs that use them.
 
+    - **Cloned envs.** When the model replicates one env (bodies labelled ``/World/envs/env_i/...``) and the stage
+      holds env_0's prims alone (Isaac Lab kit-less), the pattern also finds the frames of the other envs, in env
+      order after the stage's own: each rides on its own env's body with env_0's offset (see
+      :mod:`frameview.newton.frames`, *Clones*). :attr:`prim_paths` names them; they have no prim of their own.
+
     Physics prims (bodies, colliders, joints) are rejected with ``ValueError`` naming the prim: this view reads frames
     that ride on bodies, it does not move bodies. A view is meant for one thread (the one that steps the
     simulation); calls from other threads are serialised on one lock per model and get their own output buffers.
@@ -120,12 +125,10 @@ class NewtonFrameView(BaseFrameView):
                 f"device: the Newton model lives on {model_device!r}, the view asks for {device!r}; pass "
                 f"device={model_device!r} (or None)"
             )
-        from ..paths import resolve_prim_paths
-
-        paths = resolve_prim_paths(prim_path, stage)
         store = frame_store(model, stage)
         self._lock = store.lock  # BaseFrameView runs every public call under it: one lock per model and stage
         with store.lock:
+            paths = store.resolve(prim_path)  # the stage's prims, and the cloned envs' that exist in Newton only
             nodes = store.add(paths)
         super().__init__(prim_path, paths, device=device)
         self._store: FrameStore = store
@@ -346,7 +349,10 @@ class NewtonFrameView(BaseFrameView):
         stage = self._store.stage
         paths = self.prim_paths if rows is None else [self.prim_paths[i] for i in rows.tolist()]
         invisible = UsdGeom.Tokens.invisible
-        return np.array([UsdGeom.Imageable(stage.GetPrimAtPath(p)).ComputeVisibility() != invisible for p in paths])
+        source = self._store.source_path  # a frame cloned in Newton only reads its source prim's visibility
+        return np.array(
+            [UsdGeom.Imageable(stage.GetPrimAtPath(source(p))).ComputeVisibility() != invisible for p in paths]
+        )
 
     def _write_visibility(self, rows: np.ndarray | None, visible: np.ndarray) -> None:
         raise NotImplementedError(

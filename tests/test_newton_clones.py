@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: Apache-2.0
+"""NewtonFrameView over envs cloned in Newton only: the stage holds env_0, the model a body per env.
+
+The model is built as Isaac Lab's Newton cloner builds it kit-less: one prototype builder with relative body labels,
+``ModelBuilder.replicate`` with a label prefix per env (``/World/envs/env_i``), so the bodies are labelled
+``/World/envs/env_i/Robot`` and ``/World/envs/env_i/Robot/Arm`` while only env_0's prims are on the stage. Truth:
+each frame's offset from its body, read from env_0's prims with pxr's ``XformCache``, composed in float64 NumPy with
+that env's ``body_q``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import warp as wp
+from helpers import assert_quats_close, quat_to_rotation
+from newton_helpers import newton_module, rigid_pose
+from pxr import Gf, Usd, UsdGeom, UsdPhysics
+
+import frameview as fv
+
+ENVS = 12  # env_10 and env_11 come after env_9, not after env_1
+SPACING = 2.0
+FRAMES = {  # frame below env_i -> its body below env_i
+    "Robot/Camera": "Robot",
+    "Robot/Mount/Sensor": "Robot",
+    "Robot/Arm/Tool/Tip": "Robot/Arm",
+}
+
+
+def _body(stage: Usd.Stage, path: str) -> UsdGeom.Xform:
+    xf = UsdGeom.Xform.Define(stage, path)
+    UsdPhysics.RigidBodyAPI.Apply(xf.GetPrim())
+    mass = UsdPhysics.MassAPI.Apply(xf.GetPrim())
+    mass.CreateMassAttr(1.0)
+    mass.CreateDiagonalInertiaAttr(Gf.Vec3f(0.1, 0.1, 0.1))
+    return xf
+
+
+def env0_stage(env_xforms: bool) -> Usd.Stage:
+    """env_0 (a body, a nested body, three frames on them, one static marker); with ``env_xforms``, empty
+    ``/World/envs/env_i`` Xforms for the other envs too (as Isaac Lab's scene makes them)."""
+    stage = Usd.Stage.CreateInMemory()
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.Xform.Define(stage, "/World")
+    UsdGeom.Xform.Define(stage, "/World/envs")
+    for i in range(ENVS if env_xforms else 1):
+        UsdGeom.Xform.Define(stage, f"/World/envs/env_{i}").AddTranslateOp().Set(Gf.Vec3d(SPACING * i, 0.0, 0.0))
+    env = "/World/envs/env_0"
+    robot = _body(stage, f"{env}/Robot")
+    robot.AddTranslateOp().Set(Gf.Vec3d(0.0, 0.0, 1.0))
+    robot.AddRotateZOp().Set(30.0)
+    arm = _body(stage, f"{env}/Robot/Arm")
+    arm.AddTranslateOp().Set(Gf.Vec3d(0.3, 0.0, 0.2))
+    arm.AddRotateXOp().Set(20.0)
+    cam = UsdGeom.Camera.Define(stage, f"{env}/Robot/Camera")
+    cam.AddTranslateOp().Set(Gf.Vec3d(0.1, -0.05, 0.4))
+    cam.AddRotateXYZOp().Set(Gf.Vec3f(10.0, -35.0, 80.0))
+    mount = UsdGeom.Xform.Define(stage, f"{env}/Robot/Mount")
+    mount.AddTranslateOp().Set(Gf.Vec3d(-0.2, 0.1, 0.0))
+    mount.AddScaleOp().Set(Gf.Vec3f(2.0, 2.0, 2.0))
+    sensor = UsdGeom.Xform.Define(stage, f"{env}/Robot/Mount/Sensor")
+    sensor.AddTranslateOp().Set(Gf.Vec3d(0.05, 0.0, 0.1))
+    sensor.AddRotateYOp().Set(-60.0)
+    tool = UsdGeom.Xform.Define(stage, f"{env}/Robot/Arm/Tool")
+    tool.AddTranslateOp().Set(Gf.Vec3d(0.0, 0.25, 0.0))
+    tip = UsdGeom.Xform.Define(stage, f"{env}/Robot/Arm/Tool/Tip")
+    tip.AddTranslateOp().Set(Gf.Vec3d(0.0, 0.0, 0.07))
+    tip.AddRotateZOp().Set(135.0)
+    UsdGeom.Xform.Define(stage, f"{env}/Marker").AddTranslateOp().Set(Gf.Vec3d(0.5, 0.5, 0.0))
+    return stage
+
+
+def env_xform(i: int, turn_deg: float = 0.0) -> np.ndarray:
+    """The placement of env i in :func:`replicated_model` as a row-vector matrix: turned about z, then moved."""
+    a = np.radians(turn_deg * i)
+    m = np.eye(4)
+    m[:2, :2] = [[np.cos(a), np.sin(a)], [-np.sin(a), np.cos(a)]]
+    m[3, :3] = (SPACING * i, 0.0, 0.0)
+    return m
+
+
+def replicated_model(stage: Usd.Stage, device: str = "cpu", turn_deg: float = 0.0):
+    """The model of ``ENVS`` copies of env_0's bodies, labelled as Isaac Lab's cloner labels them; env i placed by
+    :func:`env_xform` (env_0 not moved)."""
+    newton = newton_module()
+    cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+    proto = newton.ModelBuilder()
+    for rel in ("Robot", "Robot/Arm"):
+        p, q = rigid_pose(np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath(f"/World/envs/env_0/{rel}"))))
+        proto.add_body(xform=wp.transform(wp.vec3(*p), wp.quat(*q)), label=rel)
+    builder = newton.ModelBuilder()
+    xforms = [
+        wp.transform(
+            (SPACING * i, 0.0, 0.0), wp.quat_from_axis_angle(wp.vec3(0.0, 0.0, 1.0), float(np.radians(turn_deg * i)))
+        )
+        for i in range(ENVS)
+    ]
+    builder.replicate(proto, ENVS, xforms=xforms, label_prefixes=[f"/World/envs/env_{i}" for i in range(ENVS)])
+    return builder.finalize(device=device)
+
+
+def pose_matrix(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    m = np.eye(4)
+    m[:3, :3] = quat_to_rotation(q)
+    m[3, :3] = p
+    return m
+
+
+def random_body_q(model, seed: int = 3) -> np.ndarray:
+    """Independent random poses for every body (float32, as Newton keeps them)."""
+    rng = np.random.default_rng(seed)
+    n = model.body_count
+    q = rng.normal(size=(n, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    return np.concatenate([rng.uniform(-5.0, 5.0, size=(n, 3)), q], axis=1).astype(np.float32)
+
+
+def expected_worlds(stage: Usd.Stage, model, body_q: np.ndarray, frame: str, envs) -> np.ndarray:
+    """World matrices of ``frame`` in each of ``envs``: env_0's offset from the body (pxr, float64), then the env's
+    ``body_q`` (float64)."""
+    cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+    body = FRAMES[frame]
+    src = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath(f"/World/envs/env_0/{frame}")))
+    body_usd = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath(f"/World/envs/env_0/{body}")))
+    offset = src @ np.linalg.inv(pose_matrix(*rigid_pose(body_usd)))
+    labels = list(model.body_label)
+    out = []
+    for i in envs:
+        x = body_q[labels.index(f"/World/envs/env_{i}/{body}")].astype(np.float64)
+        out.append(offset @ pose_matrix(x[:3], x[3:]))
+    return np.array(out)
+
+
+def assert_poses(view: fv.NewtonFrameView, worlds: np.ndarray) -> None:
+    pos, quat = view.get_world_poses()
+    np.testing.assert_allclose(pos.numpy(), worlds[:, 3, :3], atol=2e-5)
+    rot = worlds[:, :3, :3] / np.linalg.norm(worlds[:, :3, :3], axis=2, keepdims=True)  # scale divided out
+    expected_q = []
+    for r in rot:
+        gq = Gf.Matrix3d(*r.ravel().tolist()).ExtractRotation().GetQuat()
+        expected_q.append([*gq.GetImaginary(), gq.GetReal()])
+    assert_quats_close(quat.numpy(), np.array(expected_q), atol=2e-5)
+
+
+@pytest.fixture(params=[False, True], ids=["env0-only", "empty-env-xforms"])
+def cloned(request) -> dict:
+    stage = env0_stage(env_xforms=request.param)
+    model = replicated_model(stage)
+    state = model.state()
+    body_q = random_body_q(model)
+    state.body_q.assign(body_q)
+    return {"stage": stage, "model": model, "state": state, "body_q": body_q}
+
+
+@pytest.mark.parametrize("frame", sorted(FRAMES))
+def test_every_env_found_in_env_order_at_its_body(cloned: dict, frame: str) -> None:
+    stage, model = cloned["stage"], cloned["model"]
+    assert not stage.GetPrimAtPath(f"/World/envs/env_1/{frame}").IsValid()  # only env_0's frames are authored
+    view = fv.NewtonFrameView(f"/World/envs/env_.*/{frame}", stage=stage, model=model, state=cloned["state"])
+    assert view.prim_paths == tuple(f"/World/envs/env_{i}/{frame}" for i in range(ENVS))
+    labels = list(model.body_label)
+    bodies = [labels.index(f"/World/envs/env_{i}/{FRAMES[frame]}") for i in range(ENVS)]
+    np.testing.assert_array_equal(view.body_indices, bodies)
+    assert_poses(view, expected_worlds(stage, model, cloned["body_q"], frame, range(ENVS)))
+    if frame == "Robot/Mount/Sensor":  # the mount's scale 2 rides along, as in env_0
+        np.testing.assert_allclose(view.get_world_scales().numpy(), 2.0, rtol=1e-6)
+
+
+def test_one_cloned_env_by_a_literal_path_and_a_list(cloned: dict) -> None:
+    stage, model, state = cloned["stage"], cloned["model"], cloned["state"]
+    view = fv.NewtonFrameView("/World/envs/env_7/Robot/Camera", stage=stage, model=model, state=state)
+    assert view.prim_paths == ("/World/envs/env_7/Robot/Camera",)
+    assert_poses(view, expected_worlds(stage, model, cloned["body_q"], "Robot/Camera", [7]))
+    paths = ["/World/envs/env_10/Robot/Arm/Tool/Tip", "/World/envs/env_0/Robot/Arm/Tool/Tip"]
+    view = fv.NewtonFrameView(paths, stage=stage, model=model, state=state)
+    assert view.prim_paths == tuple(paths)
+    assert_poses(view, expected_worlds(stage, model, cloned["body_q"], "Robot/Arm/Tool/Tip", [10, 0]))
+
+
+def test_writes_to_a_cloned_frame_move_that_env_only(cloned: dict) -> None:
+    stage, model, state = cloned["stage"], cloned["model"], cloned["state"]
+    view = fv.NewtonFrameView("/World/envs/env_.*/Robot/Camera", stage=stage, model=model, state=state)
+    target_p, target_q = np.array([1.0, 2.0, 3.0]), np.array([0.0, 0.0, np.sin(0.4), np.cos(0.4)])
+    view.set_world_poses(
+        np.array([target_p], dtype=np.float32), np.array([target_q], dtype=np.float32), indices=np.array([5])
+    )
+    worlds = expected_worlds(stage, model, cloned["body_q"], "Robot/Camera", range(ENVS))
+    worlds[5] = pose_matrix(target_p, target_q)
+    assert_poses(view, worlds)
+    # the body moves: the written frame keeps its new offset from env_5's body, the others their USD one
+    body_q = random_body_q(model, seed=11)
+    state.body_q.assign(body_q)
+    labels = list(model.body_label)
+    x = cloned["body_q"][labels.index("/World/envs/env_5/Robot")].astype(np.float64)
+    offset5 = pose_matrix(target_p, target_q) @ np.linalg.inv(pose_matrix(x[:3], x[3:]))
+    worlds = expected_worlds(stage, model, body_q, "Robot/Camera", range(ENVS))
+    y = body_q[labels.index("/World/envs/env_5/Robot")].astype(np.float64)
+    worlds[5] = offset5 @ pose_matrix(y[:3], y[3:])
+    assert_poses(view, worlds)
+
+
+def test_cloned_frames_on_no_body_are_placed_with_their_env(cloned: dict) -> None:
+    """env_i mirrors env_0, Marker included: a frame fixed in its env, at env_0's marker relative to env_0, in
+    env_i: relative to env_i's Xform where the stage has it (2 i along x), else moved by env_i's placement in the
+    model (the replicate xform, 2 i along x)."""
+    stage, model, state = cloned["stage"], cloned["model"], cloned["state"]
+    view = fv.NewtonFrameView("/World/envs/env_.*/Marker", stage=stage, model=model, state=state)
+    assert view.prim_paths == tuple(f"/World/envs/env_{i}/Marker" for i in range(ENVS))
+    np.testing.assert_array_equal(view.body_indices, -1)
+    expected = np.array([[0.5 + SPACING * i, 0.5, 0.0] for i in range(ENVS)])
+    np.testing.assert_allclose(view.get_world_poses()[0].numpy(), expected, atol=1e-6)
+    assert_quats_close(view.get_world_poses()[1].numpy(), np.tile([0.0, 0.0, 0.0, 1.0], (ENVS, 1)), atol=1e-7)
+
+
+def test_a_cloned_frame_on_no_body_in_a_turned_env() -> None:
+    """No env Xforms; the model turns env i by 15 i degrees about z: the fixed marker of env i is env_0's marker
+    moved by that placement (float64 NumPy)."""
+    stage = env0_stage(env_xforms=False)
+    model = replicated_model(stage, turn_deg=15.0)
+    view = fv.NewtonFrameView("/World/envs/env_.*/Marker", stage=stage, model=model, state=model.state())
+    cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+    marker0 = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath("/World/envs/env_0/Marker")))
+    assert_poses(view, np.array([marker0 @ env_xform(i, 15.0) for i in range(ENVS)]))
+
+
+def test_a_cloned_frame_on_no_body_follows_its_env_xform() -> None:
+    """With env Xforms on the stage, a fixed frame of env_i is placed by env_i's Xform (here moved off the grid
+    and turned), not by the model."""
+    stage = env0_stage(env_xforms=True)
+    model = replicated_model(stage)
+    env5 = UsdGeom.Xformable(stage.GetPrimAtPath("/World/envs/env_5"))
+    env5.AddRotateZOp().Set(90.0)
+    view = fv.NewtonFrameView("/World/envs/env_5/Marker", stage=stage, model=model, state=model.state())
+    cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+    marker0 = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath("/World/envs/env_0/Marker")))
+    env0 = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath("/World/envs/env_0")))
+    world5 = np.array(cache.GetLocalToWorldTransform(env5.GetPrim()))
+    assert_poses(view, (marker0 @ np.linalg.inv(env0) @ world5)[None])
+
+
+def test_a_clone_that_is_not_a_rigid_copy_places_no_static_frame() -> None:
+    """env_3's bodies start displaced by different transforms (the arm moved): its fixed frames are refused."""
+    stage = env0_stage(env_xforms=False)
+    model = replicated_model(stage)
+    body_q = model.body_q.numpy()
+    body_q[list(model.body_label).index("/World/envs/env_3/Robot/Arm"), 0] += 0.5
+    model.body_q.assign(body_q)
+    with pytest.raises(ValueError, match=r"env_3/Marker.*do not place that env as a rigid copy"):
+        fv.NewtonFrameView("/World/envs/env_.*/Marker", stage=stage, model=model, state=model.state())
+    # frames on bodies do not need the placement
+    view = fv.NewtonFrameView("/World/envs/env_.*/Robot/Camera", stage=stage, model=model, state=model.state())
+    assert view.count == ENVS
+
+
+def test_a_cloned_body_is_refused_as_a_frame(cloned: dict) -> None:
+    with pytest.raises(ValueError, match=r"env_3/Robot/Arm' is a rigid body"):
+        fv.NewtonFrameView(
+            "/World/envs/env_3/Robot/Arm", stage=cloned["stage"], model=cloned["model"], state=cloned["state"]
+        )
+
+
+def test_a_clone_with_two_candidate_sources_is_refused() -> None:
+    """env_0 and env_1 on the stage, env_2 in Newton only: which one env_2 copies is unknown."""
+    stage = env0_stage(env_xforms=False)
+    UsdGeom.Xform.Define(stage, "/World/envs/env_1").AddTranslateOp().Set(Gf.Vec3d(SPACING, 0.0, 0.0))
+    stage.GetPrimAtPath("/World/envs/env_1").GetReferences().AddInternalReference("/World/envs/env_0")
+    model = replicated_model(stage)
+    env2 = "/World/envs/env_2/Robot/Camera"
+    with pytest.raises(ValueError, match=r"env_2.*could be a clone of any of"):
+        fv.NewtonFrameView("/World/envs/env_.*/Robot/Camera", stage=stage, model=model, state=model.state())
+    with pytest.raises(ValueError, match=r"env_2.*could be a clone of any of"):
+        fv.NewtonFrameView(env2, stage=stage, model=model, state=model.state())
+    # the envs on the stage are read as always
+    view = fv.NewtonFrameView("/World/envs/env_[01]/Robot/Camera", stage=stage, model=model, state=model.state())
+    assert view.count == 2
+
+
+def test_a_stage_with_every_env_is_read_from_the_stage() -> None:
+    """Every env authored (Isaac Lab under Kit): no clone, each frame from its own prim."""
+    stage = env0_stage(env_xforms=True)
+    for i in range(1, ENVS):
+        stage.GetPrimAtPath(f"/World/envs/env_{i}").GetReferences().AddInternalReference("/World/envs/env_0")
+    model = replicated_model(stage)
+    stage.GetPrimAtPath("/World/envs/env_4/Robot/Camera").GetAttribute("xformOp:translate").Set(Gf.Vec3d(9, 9, 9))
+    view = fv.NewtonFrameView("/World/envs/env_.*/Robot/Camera", stage=stage, model=model, state=model.state())
+    assert view.count == ENVS
+    body_q = model.state().body_q.numpy()
+    pos = view.get_world_poses()[0].numpy()
+    cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+    cam = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath("/World/envs/env_4/Robot/Camera")))
+    robot = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath("/World/envs/env_4/Robot")))
+    offset = cam @ np.linalg.inv(pose_matrix(*rigid_pose(robot)))
+    x = body_q[list(model.body_label).index("/World/envs/env_4/Robot")].astype(np.float64)
+    np.testing.assert_allclose(pos[4], (offset @ pose_matrix(x[:3], x[3:]))[3, :3], atol=2e-5)
