@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
-from ._device_errors import CODE_ZERO_QUATERNION, DeviceErrors, split_status
+from ._device_errors import CODE_ZERO_QUATERNION, DeviceErrors, outside_capture, split_status
 from ._interop import borrow_indices, borrow_mask, borrow_rows, borrow_rows_on, rows_view, torch_on
 from ._launch import RecordedLaunch, block_dim_for
 from ._rows import INDEXED, MASK, Rows, is_torch_tensor
@@ -286,12 +286,7 @@ class ArgumentsMixin:
     def _outside_capture(self, what: str) -> None:
         """Raise if the device is capturing a CUDA graph: ``what`` is about to be allocated, and memory allocated in
         a capture belongs to the graph (invalid until it is replayed, freed with it)."""
-        if self._device.is_cuda and self._errors.is_capturing():
-            raise RuntimeError(
-                f"{self!r}: {what} are made on first use (and again after the stage's layout changed), which cannot "
-                "happen inside a CUDA graph capture; call the view once outside the capture (the same call, e.g. "
-                "get_world_poses(indices)), then capture"
-            )
+        outside_capture(repr(self), self._device, self._errors, what)
 
     def _head(self, buf: wp.array, rows: int) -> wp.array:
         """``buf[:rows]``, remembered: slicing a Warp array costs more host time than a small read's kernels."""
