@@ -117,7 +117,7 @@ class MaskCompaction:
 
 def head_of(heads: dict[tuple[int, int], wp.array], buf: wp.array, rows: int) -> wp.array:
     """``buf[:rows]``, remembered in ``heads`` (slicing a Warp array costs more host time than a small read's kernels);
-    the views' argument handling keeps the same cache (``ArgumentsMixin._head``)."""
+    the views' argument handling keeps the same kind of cache (``Arguments.head``)."""
     if rows == buf.shape[0]:
         return buf
     key = (buf.ptr, rows)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import abc
 import functools
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
-import numpy as np
 import warp as wp
 
 from ._device_errors import _FIRST_ARGUMENT as _FIRST_ARGUMENT
@@ -24,17 +24,16 @@ from ._device_errors import CODE_ZERO_QUATERNION as CODE_ZERO_QUATERNION
 from ._device_errors import DeviceErrors, status_error
 from ._device_errors import report as report
 from ._device_errors import split_status as split_status
-from ._rows import ALL, INDEXED, MASK, Rows, source_index
+from ._rows import INDEXED, MASK, Rows, source_index
 from ._rows import is_torch_tensor as _is_torch_tensor  # noqa: F401  (its name here before the move)
 from .arguments import _INDEX_KINDS as _INDEX_KINDS
 from .arguments import _WARP_INDEX_DTYPES as _WARP_INDEX_DTYPES
-from .arguments import ArgumentsMixin, ArrayLike, IndicesLike, MaskLike
+from .arguments import Arguments, ArrayLike, IndicesLike, MaskLike
 from .arguments import _host_float32_rows as _host_float32_rows
 from .arguments import _torch_float32_rows as _torch_float32_rows
 from .arguments import _torch_index_dtypes as _torch_index_dtypes
 from .arguments import _wait_for_producer as _wait_for_producer
 from .arguments import _width as _width
-from .host import to_numpy
 from .kernels.arguments import check_values as check_values
 from .kernels.arguments import scatter_quat, scatter_vec3
 from .visibility import VisibilityMixin
@@ -65,7 +64,7 @@ def _synchronized(method: _F) -> _F:
     return cast(_F, locked)
 
 
-class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC):
+class BaseFrameView(WriterScopesMixin, VisibilityMixin, abc.ABC):
     """A fixed set of prims whose world and local poses are read and written in bulk.
 
     Subclasses implement the ``_read_*`` / ``_write_*`` hooks; this class validates every argument once, at the
@@ -93,6 +92,8 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     _device_rows = False
     """Whether the backend takes device indices and masks as they are (kernels check them), or host indices."""
+    _folds_narrow = False
+    """Whether the backend's indexed launches narrow index arrays of other dtypes themselves (:attr:`Rows.narrow`)."""
 
     def __init__(self, prim_path: str | Sequence[str], prim_paths: Sequence[str], *, device: str) -> None:
         self._pattern = prim_path if isinstance(prim_path, str) else list(prim_path)
@@ -100,17 +101,9 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         self._device = wp.get_device(device)
         self._closed = False
         self._lock: Any = getattr(self, "_lock", None) or threading.RLock()  # a subclass may share a wider lock
-        self._thread_buffers = threading.local()  # per-thread output buffers: {name: wp.array}
-        self._index_buffer = wp.empty(max(self.count, 1), dtype=wp.int32, device=self._device)
-        # CPU: host indices are written into the index buffer itself; CUDA: staged (_staging)
-        self._index_host = to_numpy(self._index_buffer) if self._device.is_cpu else np.empty(0, dtype=np.int32)
-        self._heads: dict[tuple[int, int], wp.array] = {}
         self._errors = DeviceErrors(self._device)
-        self._all_rows = Rows(ALL, self.count)
-        self._narrow_cmds: dict[Any, Any] = {}  # recorded index-narrowing launches, by index dtype
-        self._casts: dict[Any, Any] = {}  # the last float32 cast of each kind of torch data (kept alive)
-        self._host_staging = None  # CUDA: host inputs' staging buffers, made on first use
-        self._last_rows: tuple[Any, Any, tuple, Rows] | None = None  # (device indices or mask, keyword, layout, Rows)
+        self._args = Arguments(self.count, self._device, self._errors, device_rows=self._device_rows,
+                               folds_narrow=self._folds_narrow, owner=weakref.ref(self))  # fmt: skip
 
     # ---------------------------------------------------------------- properties
 
@@ -204,9 +197,11 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     def _get_poses(self, space: str, indices: IndicesLike, mask: MaskLike) -> tuple[wp.array, wp.array]:
         self._check_no_writer()
-        rows = self._prepare(indices, mask, fold=True)
+        self._check_open()
+        args = self._args
+        rows = args.prepare(indices, mask, fold=True)
         pos_name, quat_name, stem = _POSE_BUFFERS[space]
-        pos, quat = self._pose_outputs(pos_name, quat_name, rows.count)
+        pos, quat = args.pose_outputs(pos_name, quat_name, rows.count)
         if rows.count == 0:
             return pos, quat
         read = self._read_world_poses if space == "world" else self._read_local_poses
@@ -223,8 +218,10 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         if rotated is None:
             return None
         self._check_no_writer()
-        rows = self._prepare(indices, mask, fold=True)
-        pos, quat = self._pose_outputs("rotated_pos", "rotated_quat", rows.count)
+        self._check_open()
+        args = self._args
+        rows = args.prepare(indices, mask, fold=True)
+        pos, quat = args.pose_outputs("rotated_pos", "rotated_quat", rows.count)
         if rows.count:
             rotated(rows, pos, quat, offset)
             if not rows.checked:
@@ -233,8 +230,10 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     def _get_scales(self, space: str, indices: IndicesLike, mask: MaskLike) -> wp.array:
         self._check_no_writer()
-        rows = self._prepare(indices, mask, fold=True)
-        out = self._outputs(f"{space}_scale", wp.vec3f, rows.count)
+        self._check_open()
+        args = self._args
+        rows = args.prepare(indices, mask, fold=True)
+        out = args.outputs(f"{space}_scale", wp.vec3f, rows.count)
         if rows.count == 0:
             return out
         read = self._read_world_scales if space == "world" else self._read_local_scales
@@ -245,9 +244,9 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         """Run a backend read hook into ``outputs``. A host-bound backend reads a mask's rows by index into scratch
         buffers and scatters them into the masked rows; only unchecked device indices can fail a read."""
         if rows.kind == MASK and not self._device_rows:
-            idx = self._host_mask_indices(rows)
+            idx = self._args.host_mask_indices(rows)
             if idx.shape[0]:
-                scratch = tuple(self._outputs(f"{name}_masked_{k}", out.dtype, idx.shape[0])
+                scratch = tuple(self._args.outputs(f"{name}_masked_{k}", out.dtype, idx.shape[0])
                                 for k, out in enumerate(outputs))  # fmt: skip
                 read(Rows(INDEXED, idx.shape[0], indices=idx), *scratch)
                 for tmp, out in zip(scratch, outputs, strict=True):
@@ -318,8 +317,10 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     def _set(self, what: str, indices: IndicesLike, mask: MaskLike, *values: tuple[Any, str, type]) -> None:
         self._check_no_writer()
-        with self._host_inputs():  # host inputs reach a CUDA device in one copy
-            rows, pairs = self._write_values(self._prepare(indices, mask, write=True, fold=True), values)
+        self._check_open()
+        args = self._args
+        with args.host_inputs():  # host inputs reach a CUDA device in one copy
+            rows, pairs = args.write_values(args.prepare(indices, mask, write=True, fold=True), values)
         coerced = [array for array, _host in pairs]
         if rows.count == 0 or all(c is None for c in coerced):
             return

@@ -292,7 +292,7 @@ class VisibilityMixin:
         with self._lock:
             rows = self._visibility_rows(indices, write=False)
             count = len(self._prim_paths) if rows is None else rows.shape[0]
-            out = self._outputs("visibility", wp.bool, count)  # type: ignore[attr-defined]
+            out = self._args.outputs("visibility", wp.bool, count)  # type: ignore[attr-defined]
             if count:
                 host = np.ascontiguousarray(self._read_visibility(rows), dtype=bool)
                 wp.copy(out, wp.array(host, dtype=wp.bool, device="cpu"))
@@ -329,12 +329,14 @@ class VisibilityMixin:
 
     def _visibility_rows(self, indices: Any, write: bool) -> np.ndarray | None:
         """Host view indices (int64), or None for all prims; checked as the pose calls check them."""
-        rows = self._prepare(indices, write=write)  # type: ignore[attr-defined]
+        self._check_open()  # type: ignore[attr-defined]
+        args = self._args  # type: ignore[attr-defined]
+        rows = args.prepare(indices, write=write)
         if rows.kind == ALL:
             return None
         if not rows.checked:  # device indices: a host path checks them here (same messages as host indices)
             source = rows.source if rows.source is not None else rows.indices
-            rows = self._prepare(self._indices_to_numpy(source), write=write)  # type: ignore[attr-defined]
+            rows = args.prepare(args.indices_to_numpy(source), write=write)
         return np.asarray(rows.host_indices(), dtype=np.int64)
 
     def _visibility_paths(self, rows: np.ndarray | None) -> list[str]:

@@ -291,8 +291,8 @@ class XformSpaceWriter:
     def _buffer(self, slot: int, name: str, dtype: type, rows: int) -> wp.array:
         view = self._view
         if slot < self._KEPT_SLOTS:
-            return view._outputs(f"writer:{slot}:{name}", dtype, rows)
-        view._outside_capture("a writer scope's buffers")
+            return view._args.outputs(f"writer:{slot}:{name}", dtype, rows)
+        view._args.check_outside_capture("a writer scope's buffers")
         return wp.empty(rows, dtype=dtype, device=view._device)
 
     def _flush(self) -> None:
@@ -329,7 +329,7 @@ class _Stash:
     def of(cls, view: BaseFrameView) -> _Stash:
         stash = view.__dict__.get("_scope_stash")
         if stash is None:
-            view._outside_capture("a writer scope's buffers")
+            view._args.check_outside_capture("a writer scope's buffers")
             stash = view.__dict__["_scope_stash"] = cls(view)
         return stash
 

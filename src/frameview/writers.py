@@ -152,8 +152,10 @@ class WriterScopesMixin:
         device indices and data here, on the host (they are host memory there), so that the call raises and the
         write counts as checked."""
         view = cast("BaseFrameView", self)
-        with view._host_inputs():  # host inputs reach a CUDA device in one copy
-            rows, pairs = view._write_values(view._prepare(indices, mask, write=True), values)
+        view._check_open()
+        args = view._args
+        with args.host_inputs():  # host inputs reach a CUDA device in one copy
+            rows, pairs = args.write_values(args.prepare(indices, mask, write=True), values)
         arrays = [array for array, _host in pairs]
         if rows.count == 0 or all(a is None for a in arrays):
             return None
@@ -173,7 +175,7 @@ class WriterScopesMixin:
         view = cast("BaseFrameView", self)
         if not rows.checked:
             source = rows.source if rows.source is not None else rows.indices
-            view._check_host_indices(view._indices_to_numpy(source).astype(np.int64), write=True)
+            view._args.check_host_indices(view._args.indices_to_numpy(source).astype(np.int64), write=True)
             rows = dataclasses.replace(rows, checked=True)
         read = np.flatnonzero(to_numpy(rows.mask)) if rows.kind == MASK else None
         if scale_only:

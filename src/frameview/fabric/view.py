@@ -147,7 +147,7 @@ class FabricFrameView(BaseFrameView):
         self._launches = FabricLaunches(dev, errors, self._epoch)
         self._data = FabricData(fabric, repr(self), self.prim_paths, self._tag, self._parent_paths, self._parent_tag,
                                 sel, parent_sel, self._epoch, errors, dev, self._launches)  # fmt: skip
-        self._compact = MaskCompaction(self._index_buffer, self._index_host, self._heads)
+        self._compact = MaskCompaction(self._args.index_buffer, self._args.index_host, self._args.heads)
         self._writer = FabricWriter(self._data, self._launches, self._compact, errors, dev, follow, node_parent)
         self._offset_key = OffsetKeys(_NO_OFFSET)
 
