@@ -30,6 +30,7 @@ from .._launch import PUBLISHES, FabricLaunches, OffsetKeys, address, narrow_key
 from .._rows import ALL, MASK, MaskCompaction, Rows
 from ..base import BaseFrameView
 from ..kernels.slots import invert_tag_column
+from ..visibility import visibility_paths
 from .epoch import layout_changed, layout_epoch
 from .lifecycle import DEFERRED_TAGS as _DEFERRED_TAGS
 from .lifecycle import Lifecycle as _Lifecycle
@@ -372,7 +373,7 @@ class FabricFrameView(BaseFrameView):
         """The paths of view prims ``rows``; ``RuntimeError`` (recreate the view) when the stage or a prim is gone."""
         if not self._fabric.is_alive():
             raise RuntimeError(f"{self!r}: its stage was released; create the view again on a live stage")
-        paths = self._visibility_paths(rows)
+        paths = visibility_paths(self.prim_paths, rows)
         missing = self._fabric.missing_prims(paths)
         if missing:
             reason = getattr(self._fabric, "lost_reason", lambda _path: None)
