@@ -38,6 +38,7 @@ class FabricWriter:
         node_parent: int32 per view prim, its parent node (``< N``: a view prim; ``>= N``: parent ``k - N``).
 
     Attributes:
+        follow: ``follow`` (the tests read its columns: which kind of column the commit indexes).
         node_parent: ``node_parent`` on the device.
         nested: Whether a view prim lies below another (a write's solve then reads other rows' requests, staged in a
             launch first).
