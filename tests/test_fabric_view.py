@@ -61,9 +61,8 @@ def test_selection_size_equals_view_size(filler: int) -> None:
     model = _flat_model(64, filler)
     with fv.FabricFrameView(CAMERAS, stage=model) as view:
         view.get_world_poses()
-        view._parent_sel.prepare_for_reuse()
-        assert view._sel.count == 64
-        assert view._parent_sel.count == 64
+        assert view.selection_size() == 64
+        assert view.selection_size(parents=True) == 64
         untagged = model.select([WORLD_MATRIX, LOCAL_MATRIX])
         untagged.prepare_for_reuse()
         assert untagged.count == model.prim_count == 2 + 3 * 64 + filler

@@ -53,9 +53,9 @@ def mask_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """Fabric views on the CPU compact a masked write's rows before launching; ``"mask"`` turns that off, so the
     kernels' MASK path (the one CUDA takes) runs on the CPU too."""
     if request.param == "mask":
-        from frameview.fabric.writes import WritesMixin
+        from frameview._rows import MaskCompaction
 
-        monkeypatch.setattr(WritesMixin, "_compact_masks", False)
+        monkeypatch.setattr(MaskCompaction, "enabled", False)
     return request.param
 
 
@@ -360,10 +360,14 @@ def test_a_stale_slot_table_costs_time_never_a_wrong_row(
     with robots, cams:
         robots.set_world_poses(first_pos, first_quat)  # inverts the tables (fresh view)
         robots.check()
-        true_slots, true_parents = robots._slots.numpy().copy(), robots._parent_slots.numpy().copy()
-        true_row_parents = robots._row_parent_slots.numpy().copy()  # per view index: its parent's slot
-        assert np.array_equal(true_row_parents, true_parents[robots._node_parent.numpy()[:N] - N])
-        tables = ((robots._slots, N), (robots._parent_slots, true_parents.shape[0]), (robots._row_parent_slots, N))
+        true_slots, true_parents = robots._data.slots.numpy().copy(), robots._data.parent_slots.numpy().copy()
+        true_row_parents = robots._data.row_parent_slots.numpy().copy()  # per view index: its parent's slot
+        assert np.array_equal(true_row_parents, true_parents[robots._writer.node_parent.numpy()[:N] - N])
+        tables = (
+            (robots._data.slots, N),
+            (robots._data.parent_slots, true_parents.shape[0]),
+            (robots._data.row_parent_slots, N),
+        )
         for table, size in tables:
             bad = rng.permutation(size) if garbage == "permuted" else np.full(size, 10**6 if size % 2 else -5)
             table.assign(bad.astype(np.int32))
@@ -383,9 +387,9 @@ def test_a_stale_slot_table_costs_time_never_a_wrong_row(
         got_pos, got_quat = (a.numpy() for a in robots.get_local_poses())
         np.testing.assert_allclose(got_pos, local_pos, atol=1e-4)
         assert_quats_close(got_quat, local_quat, atol=1e-4)
-        np.testing.assert_array_equal(robots._slots.numpy()[written], true_slots[written])
-        np.testing.assert_array_equal(robots._row_parent_slots.numpy()[written], true_row_parents[written])
-        assert np.all(robots._req_row.numpy() == -1)  # every claim released
+        np.testing.assert_array_equal(robots._data.slots.numpy()[written], true_slots[written])
+        np.testing.assert_array_equal(robots._data.row_parent_slots.numpy()[written], true_row_parents[written])
+        assert np.all(robots._data.req_row.numpy() == -1)  # every claim released
 
 
 @pytest.mark.parametrize("garbage", ["permuted", "out_of_range"])
@@ -397,13 +401,13 @@ def test_a_stale_slot_table_never_gives_a_masked_read_a_wrong_row(stage: Usd.Sta
     mask = wp.array(MASK, dtype=wp.bool, device=device)
     with fv.FabricFrameView(CAMERAS, stage=stage, device=device) as cams:
         cams.get_world_poses(mask=mask)  # inverts the table (fresh view)
-        true_slots = cams._slots.numpy().copy()
+        true_slots = cams._data.slots.numpy().copy()
         bad = np.random.default_rng(3).permutation(N) if garbage == "permuted" else np.full(N, 10**6)
-        cams._slots.assign(bad.astype(np.int32))
+        cams._data.slots.assign(bad.astype(np.int32))
         pos, quat = (a.numpy() for a in cams.get_world_poses(mask=mask))
         np.testing.assert_allclose(pos[MASK], truth_pos[MASK], atol=1e-5)
         assert_quats_close(quat[MASK], truth_quat[MASK], atol=1e-5)
-        np.testing.assert_array_equal(cams._slots.numpy()[MASK], true_slots[MASK])
+        np.testing.assert_array_equal(cams._data.slots.numpy()[MASK], true_slots[MASK])
 
 
 def test_claims_are_released_after_a_rejected_indexed_write(stage: Usd.Stage, device: str) -> None:
@@ -415,7 +419,7 @@ def test_claims_are_released_after_a_rejected_indexed_write(stage: Usd.Stage, de
             with pytest.raises((ValueError, IndexError)):
                 robots.set_world_poses(np.zeros((3, 3)), indices=wp.array(bad, dtype=wp.int32, device=device))
                 robots.check()
-            assert np.all(robots._req_row.numpy() == -1)
+            assert np.all(robots._data.req_row.numpy() == -1)
         pos = rng.uniform(-2, 2, (3, 3))
         robots.set_world_poses(pos, indices=wp.array([1, 3, 5], dtype=wp.int32, device=device))
         robots.check()
@@ -459,7 +463,7 @@ def test_launch_trace_records_launches_that_redo_the_call(stage: Usd.Stage, devi
             cams.get_world_poses()
         robots.get_world_poses()
         assert len(reads) == 1 and reads[0][0].key == "_scatter_poses"
-        assert robots._trace is None and cams._trace is None
+        assert robots._launches.trace is None and cams._launches.trace is None
 
 
 LINKS = ("/Robot/Link", "/Robot/Link/Tip")
@@ -524,7 +528,7 @@ def test_a_write_rejected_at_its_last_row_leaves_every_matrix_as_it_was(
         after = _snapshot(observer)
         for got, want in zip(after, before, strict=True):
             np.testing.assert_array_equal(got, want)
-        assert np.all(robots._req_row.numpy() == -1)
+        assert np.all(robots._data.req_row.numpy() == -1)
         # the next write holds: tip world = tip local @ link local @ the robot's new world (float64, USD locals)
         pos, quat = rng.uniform(-2, 2, (N, 3)), random_quats(rng, N)
         robots.set_world_poses(wp.array(pos, dtype=wp.vec3f, device=device),
@@ -836,6 +840,6 @@ def test_flat_writes_and_reads_hold_the_truth_over_one_bucket_and_over_several(
         got_pos, got_quat = (a.numpy() for a in leaves.get_world_poses())
         np.testing.assert_allclose(got_pos, t, atol=1e-4)
         assert_quats_close(got_quat, q, atol=1e-4)
-        plain = (not isinstance(robots._follow.flat_columns()[0], wp.fabricarray),
-                 not isinstance(leaves._columns[WORLD_MATRIX], wp.fabricarray))  # fmt: skip
+        plain = (not isinstance(robots._writer.follow.flat_columns()[0], wp.fabricarray),
+                 not isinstance(leaves._data.columns[WORLD_MATRIX], wp.fabricarray))  # fmt: skip
         assert plain == (not links, not links), "the test no longer reaches the kind of column it names"

@@ -13,6 +13,7 @@ argument, row, index or prim.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import warp as wp
@@ -340,3 +341,15 @@ def status_error(call: str, rows: Rows | None, prim_paths: tuple[str, ...]) -> C
         return RuntimeError(f"{call}: device error code {code} at row {row}")
 
     return make
+
+
+def outside_capture(label: str, device: Any, errors: DeviceErrors, what: str) -> None:
+    """Raise if ``device`` is capturing a CUDA graph (as ``errors`` sees the caller's stream): ``what`` of the view
+    ``label`` is about to be allocated, and memory allocated in a capture belongs to the graph (invalid until it is
+    replayed, freed with it)."""
+    if device.is_cuda and errors.is_capturing():
+        raise RuntimeError(
+            f"{label}: {what} are made on first use (and again after the stage's layout changed), which cannot "
+            "happen inside a CUDA graph capture; call the view once outside the capture (the same call, e.g. "
+            "get_world_poses(indices)), then capture"
+        )

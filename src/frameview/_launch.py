@@ -5,8 +5,8 @@ CUDA calls captured once into graphs replayed from then on, on the device's capt
 :class:`RecordedLaunch` is the host side of a small launch at the GPU floor. :func:`capture_stream` is the one
 non-blocking stream per CUDA device on which the views capture their own graphs. A call's graph is replayed only for
 the key it was captured with: the key holds the :func:`address` of each array the caller passes. A Fabric view
-launches through :class:`LaunchingMixin` (everything else its launches read belongs to the view, kept in
-``_launches`` and dropped with the fabric arrays on a bucket change), a Newton view through :class:`LaunchCache`
+launches through :class:`FabricLaunches` (everything else its launches read belongs to the view, kept in its
+cache and dropped with the fabric arrays on a bucket change), a Newton view through :class:`LaunchCache`
 (whose keys also name the simulation state's ``body_q``, a different array from one step to the next).
 """
 
@@ -19,22 +19,25 @@ from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
+from .fabric.epoch import UNGUARDED
 from .host import CAPTURE_LOCK
 
 if TYPE_CHECKING:
     from ._device_errors import DeviceErrors
+    from .fabric.epoch import LayoutEpoch
 
 __all__ = [
     "PUBLISHES",
     "SMALL_BLOCK",
+    "FabricLaunches",
     "LaunchCache",
-    "LaunchingMixin",
     "OffsetKeys",
     "RecordedLaunch",
     "address",
     "block_dim_for",
     "capture_stream",
     "narrow_key",
+    "narrow_steps",
 ]
 
 
@@ -179,29 +182,56 @@ def narrow_key(rows: Any) -> tuple | None:
 
 
 PUBLISHES = "publishes"
-"""The fifth element of a step whose kernel can publish the call's status word (``LaunchingMixin._launch_steps``)."""
+"""The fifth element of a step whose kernel can publish the call's status word (``FabricLaunches._launch_steps``)."""
 
 
-class LaunchingMixin:
-    """The launch plumbing of :class:`~frameview.fabric.view.FabricFrameView`: recorded launches, CUDA graphs."""
+class FabricLaunches:
+    """The launches of a :class:`~frameview.fabric.view.FabricFrameView`: recorded launches, CUDA graphs of its calls.
 
-    _device: wp.context.Device
-    _errors: DeviceErrors
-    _launches: dict[Any, Any]
-    _capture_stream: wp.Stream | None
-    _no_capture_stream: bool
-    _trace: list | None = None  # FabricFrameView.launch_trace: the launches recorded, None when not tracing
+    One cache holds the recorded launches (:meth:`recorded`, :meth:`command`) and the call graphs (:meth:`run`); the
+    view's Fabric data (:class:`~frameview.fabric.selections.FabricData`) drops it with the fabric arrays on a bucket
+    change, the only time what the launches read of the view changes.
 
-    if TYPE_CHECKING:
+    Args:
+        device: The view's Warp device.
+        errors: The view's status word (its publish copy ends the calls that can fail, in their graphs).
+        epoch: The stage's layout epoch (:mod:`frameview.fabric.epoch`): a guarded launch captured in the caller's
+            graph takes its word and value.
 
-        def _guard(self, every_launch: bool = False) -> list: ...
+    Attributes:
+        trace: The list the launches are recorded into while ``FabricFrameView.launch_trace`` is open, None when
+            not tracing (tests read it: the seam of the trace).
+    """
 
-    def _launch_recorded(
-        self, key: Any, kernel: Any, dim: int, inputs: list, outputs: list, guarded: bool = True
-    ) -> None:
+    __slots__ = ("_cache", "_capture_stream", "_device", "_epoch", "_errors", "_no_capture_stream", "trace")
+
+    def __init__(self, device: Any, errors: DeviceErrors, epoch: LayoutEpoch) -> None:
+        self._device = device
+        self._errors = errors
+        self._epoch = epoch
+        self._cache: dict[Any, Any] = {}
+        self._capture_stream: wp.Stream | None = None
+        self._no_capture_stream = False
+        self.trace: list | None = None
+
+    def clear(self) -> None:
+        """Drop every recorded launch and graph (the fabric arrays they hold were replaced, or the view closed)."""
+        self._cache.clear()
+
+    def close(self) -> None:
+        """Drop everything (the view is closed); the device's capture stream is shared (:func:`capture_stream`)."""
+        self._cache.clear()
+        self._capture_stream = None
+
+    def _guard(self) -> list:
+        """The ``layout, expected`` arguments of a guarded launch (``FabricData.guard`` without ``every_launch``)."""
+        epoch = self._epoch
+        return [epoch.word, epoch.value if self._errors.is_capturing() else UNGUARDED]
+
+    def recorded(self, key: Any, kernel: Any, dim: int, inputs: list, outputs: list, guarded: bool = True) -> None:
         """Full-view launches are recorded once per fabric-array rebuild and replayed (cheaper than ``wp.launch``).
-        A ``guarded`` kernel takes the layout guard after ``inputs`` (:meth:`_guard`), appended here: -1 in the
-        recorded launch, compared in a launch captured in the caller's graph.
+        A ``guarded`` kernel takes the layout guard after ``inputs``, appended here: -1 in the recorded launch,
+        compared in a launch captured in the caller's graph.
 
         On CUDA, once the same recorded launch has been replayed with unchanged buckets, it is captured into a CUDA
         graph and the graph is replayed from then on (the cheapest launch Warp offers); a bucket change drops both.
@@ -209,21 +239,22 @@ class LaunchingMixin:
         launch keeps raw pointers, which must not outlive (or be reused by) another allocation.
         """
         capturing = self._errors.is_capturing()
-        if capturing or self._trace is not None:
+        trace = self.trace
+        if capturing or trace is not None:
             params = [*inputs, *self._guard()] if guarded else inputs
-            if self._trace is not None:
-                self._trace.append((kernel, dim, [*params, *outputs]))
+            if trace is not None:
+                trace.append((kernel, dim, [*params, *outputs]))
             if capturing:  # inside the caller's graph capture: this launch, its guard set, is captured there
                 wp.launch(kernel, dim=dim, inputs=params, outputs=outputs, device=self._device,
                           block_dim=block_dim_for(self._device))  # fmt: skip
                 return
         key = (key, *[out.ptr for out in outputs])
-        entry = self._launches.get(key)
+        entry = self._cache.get(key)
         if entry is None:
             params = [*inputs, *self._guard()] if guarded else inputs
             cmd = wp.launch(kernel, dim=dim, inputs=params, outputs=outputs, device=self._device, record_cmd=True,
                             block_dim=block_dim_for(self._device))  # fmt: skip
-            self._launches[key] = entry = [cmd, 0, None, outputs]
+            self._cache[key] = entry = [cmd, 0, None, outputs]
         cmd, replays, graph, _ = entry
         if graph is not None:
             wp.capture_launch(graph)
@@ -240,20 +271,20 @@ class LaunchingMixin:
         entry[1] = replays + 1
         cmd.launch()
 
-    def _launch_cmd(
+    def command(
         self, key: Any, kernel: Any, dim: Any, params: list, stream: wp.Stream | None = None, traced: list | None = None
     ) -> None:
         """Launch ``kernel(*params)`` through a :class:`RecordedLaunch` kept under ``key`` (dropped with the fabric
-        arrays on a bucket change). A launch trace (``launch_trace``) records ``traced`` (default ``params``)."""
-        if self._trace is not None:
-            self._trace.append((kernel, dim, list(params if traced is None else traced)))
-        recorded = self._launches.get(key)
+        arrays on a bucket change). A launch trace (:attr:`trace`) records ``traced`` (default ``params``)."""
+        if self.trace is not None:
+            self.trace.append((kernel, dim, list(params if traced is None else traced)))
+        recorded = self._cache.get(key)
         if recorded is None:
-            recorded = self._launches[key] = RecordedLaunch(kernel, dim, params, self._device,
-                                                            block_dim_for(self._device))  # fmt: skip
+            recorded = self._cache[key] = RecordedLaunch(kernel, dim, params, self._device,
+                                                         block_dim_for(self._device))  # fmt: skip
         recorded.launch(dim, params, stream)
 
-    def _run_steps(self, name: Any, key: tuple, build: Callable[[], list[tuple]]) -> None:
+    def run(self, name: Any, key: tuple, build: Callable[[], list[tuple]]) -> None:
         """Run a call's launches (``build()`` makes them), then (CUDA) publish the status word for the next call to
         look at (:meth:`DeviceErrors.publish`).
 
@@ -266,12 +297,12 @@ class LaunchingMixin:
         if not self._device.is_cuda:
             self._launch_steps(build())
             return
-        if self._errors.is_capturing() or self._own_capture_stream() is None or self._trace is not None:
+        if self._errors.is_capturing() or self._own_capture_stream() is None or self.trace is not None:
             self._launch_steps([*build(), ("publish",)])
             return
-        cached = self._launches.get(("graph", name))
+        cached = self._cache.get(("graph", name))
         if cached is None or cached[0] != key:
-            self._launches[("graph", name)] = [key, None]
+            self._cache[("graph", name)] = [key, None]
             self._launch_steps([*build(), ("publish",)])
             return
         if cached[1] is None:  # every operation names the capture stream: the device's current stream is not touched
@@ -307,10 +338,19 @@ class LaunchingMixin:
                 rows = dim if isinstance(dim, int) else math.prod(dim)  # no thread: nothing publishes
                 published = rows > 0 and n + 1 < len(steps) and steps[n + 1][0] == "publish"
                 extra = self._errors.publish_args(in_graph=in_graph) if published else self._errors.no_publish
-                if self._trace is not None:  # a trace's launches leave the status word alone
+                if self.trace is not None:  # a trace's launches leave the status word alone
                     traced = [*params, *self._errors.no_publish]
                 params = [*params, *extra]
-            self._launch_cmd(key, kernel, dim, params, stream=stream, traced=traced)
+            self.command(key, kernel, dim, params, stream=stream, traced=traced)
+
+
+def narrow_steps(rows: Any, count: int) -> list[tuple]:
+    """The step (for :meth:`FabricLaunches.run`) that narrows the caller's indices into ``rows.indices``
+    (:attr:`Rows.narrow`), first in the call's steps (and in its graph), or none."""
+    if rows.narrow is None:
+        return []
+    kernel, source = rows.narrow
+    return [(("narrow", source.dtype), kernel, rows.count, [source, count, rows.indices])]
 
 
 Step = tuple[Any, Any, list]

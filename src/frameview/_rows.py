@@ -73,3 +73,57 @@ def source_index(rows: Rows, row: int) -> int:
         return int(host[row])
     except Exception:  # the caller changed or freed it: report the row
         return row
+
+
+class MaskCompaction:
+    """CPU: a mask's rows compacted into the view's index buffer (``MASK_ROWS``), so that a call's launches loop over
+    the rows written (or read) instead of every row of the mask (Warp's CPU launches run one thread after another: a
+    reset's 256 of 8192 rows otherwise pay ~5 ns per row left out in each launch). The CPU's arrays are host memory:
+    NumPy reads the mask in place.
+
+    Args:
+        index_buffer: The view's (N,) int32 index buffer (CPU: host memory).
+        index_host: Its NumPy view (CPU), where the rows are written.
+        heads: The view's cache of the buffer's heads (``buf[:rows]`` by ``(address, rows)``).
+
+    Attributes:
+        enabled: Whether CPU views compact masks (a class attribute: the tests switch it off to run the kernels'
+            ``MASK`` path, the one CUDA takes, on the CPU).
+    """
+
+    __slots__ = ("_buffer", "_heads", "_host", "_views")
+
+    enabled = True
+
+    def __init__(self, index_buffer: wp.array, index_host: np.ndarray, heads: dict[tuple[int, int], wp.array]) -> None:
+        self._buffer = index_buffer
+        self._host = index_host
+        self._heads = heads
+        self._views: dict[int, tuple[wp.array, np.ndarray]] = {}  # the NumPy views of the masks last seen
+
+    def __call__(self, rows: Rows) -> Rows:
+        """``rows`` (``MASK``, host memory) as ``MASK_ROWS`` over the index buffer."""
+        views = self._views
+        view = views.get(id(rows.mask))
+        if view is None or view[0] is not rows.mask:  # a reset loop passes the same mask: its view is kept
+            if len(views) >= 8:
+                views.clear()
+            view = views[id(rows.mask)] = (rows.mask, to_numpy(rows.mask))  # holds the mask: its id stays its own
+        host = view[1].nonzero()[0]
+        n = host.size
+        self._host[:n] = host
+        return Rows(MASK_ROWS, n, indices=head_of(self._heads, self._buffer, n))
+
+
+def head_of(heads: dict[tuple[int, int], wp.array], buf: wp.array, rows: int) -> wp.array:
+    """``buf[:rows]``, remembered in ``heads`` (slicing a Warp array costs more host time than a small read's kernels);
+    the views' argument handling keeps the same kind of cache (``Arguments.head``)."""
+    if rows == buf.shape[0]:
+        return buf
+    key = (buf.ptr, rows)
+    head = heads.get(key)
+    if head is None:
+        if len(heads) >= 256:
+            heads.clear()
+        head = heads[key] = buf[:rows]  # holds ``buf``: its address cannot be reused while cached
+    return head

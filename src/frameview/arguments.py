@@ -1,31 +1,34 @@
 # SPDX-License-Identifier: Apache-2.0
 """The argument handling every view shares: rows (all / indices / mask) and data, checked once at the boundary.
 
-:class:`ArgumentsMixin` turns a call's ``indices`` / ``mask`` into :class:`~frameview._rows.Rows` (host indices
-checked on the host and staged into a device buffer, device indices used as they are or narrowed to int32 in one
-launch, masks kept as masks), hands out the view-owned output buffers, and coerces pose and scale data to the
-kernels' dtype on the view's device (host data checked on the host, device data by the kernels or one check launch).
+:class:`Arguments` (a view's ``_args``) turns a call's ``indices`` / ``mask`` into :class:`~frameview._rows.Rows`
+(host indices checked on the host and staged into a device buffer, device indices used as they are or narrowed to
+int32 in one launch, masks kept as masks), hands out the view-owned output buffers, and coerces pose and scale data
+to the kernels' dtype on the view's device (host data checked on the host, device data by the kernels or one check
+launch).
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
+import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import warp as wp
 
-from ._device_errors import CODE_ZERO_QUATERNION, DeviceErrors, split_status
+from ._device_errors import CODE_ZERO_QUATERNION, DeviceErrors, outside_capture, split_status
 from ._interop import borrow_indices, borrow_mask, borrow_rows, borrow_rows_on, rows_view, torch_on
 from ._launch import RecordedLaunch, block_dim_for
-from ._rows import INDEXED, MASK, Rows, is_torch_tensor
+from ._rows import ALL, INDEXED, MASK, Rows, is_torch_tensor
 from ._staging import HostStaging, call_bytes
 from .host import CAPTURE_LOCK, to_numpy
 from .kernels.arguments import INDEX_DTYPES, check_values, narrow_kernel
 
-__all__ = ["ArgumentsMixin", "ArrayLike", "IndicesLike", "MaskLike"]
+__all__ = ["Arguments", "ArrayLike", "IndicesLike", "MaskLike"]
 
 IndicesLike = Any
 """``None`` (all), or integer indices (any signed or unsigned integer dtype) as a Warp array (strided too), NumPy
@@ -39,49 +42,63 @@ ArrayLike = Any
 
 _INDEX_KINDS = ("i", "u")
 _MASK_KEY = "mask"
-"""The keyword part of :attr:`ArgumentsMixin._last_rows`'s key for masks (indices: whether the backend narrows)."""
+"""The keyword part of ``Arguments._last_rows``'s key for masks (indices: whether the backend narrows)."""
 _WARP_INDEX_DTYPES = INDEX_DTYPES
 
 
-class ArgumentsMixin:
-    """Argument handling of :class:`~frameview.BaseFrameView` (every backend): rows, output buffers, data.
+class Arguments:
+    """The row resolver of a view (every backend): a call's ``indices`` / ``mask`` as :class:`Rows`, the view-owned
+    output buffers, and the call's data coerced to the kernels' dtype on the view's device.
 
-    The view's ``__init__`` sets the state these methods use (the index buffer and its host staging, the output
-    buffers, the status word, the rows of the last device call).
+    Args:
+        count: The view's prim count.
+        device: The view's Warp device.
+        errors: The view's status word (earlier device errors reported by :meth:`prepare`, capture state).
+        device_rows: Whether the backend takes device indices and masks as they are (its kernels check them).
+        folds_narrow: Whether the backend's indexed launches narrow index arrays of other dtypes themselves
+            (:attr:`Rows.narrow`).
+        owner: A weak reference to the view (its ``repr`` names it in error messages).
+
+    Attributes:
+        index_buffer: (N,) int32 on the device: host indices staged, device indices narrowed.
+        index_host: Its NumPy view on the CPU (host indices are written into it), empty on CUDA (staged instead).
+        heads: The cache of buffer heads (:meth:`head`).
     """
 
-    _device: wp.context.Device
-    _device_rows: bool
-    _errors: DeviceErrors
-    _all_rows: Rows
-    _last_rows: tuple[Any, Any, tuple, Rows] | None
-    _folds_narrow = False
-    """The backend's indexed launches narrow index arrays of other dtypes themselves (:attr:`Rows.narrow`)."""
-    _narrowed: wp.array | None = None
-    """The index buffer head the last narrowing launch wrote (Rows over it are not kept: its contents change)."""
-    _narrow_cmds: dict[Any, RecordedLaunch]
-    _casts: dict[Any, Any]
-    _host_staging: HostStaging | None
-    """CUDA: host inputs' way to the device (:meth:`_staging`), made on first use."""
-    _index_buffer: wp.array
-    _index_host: np.ndarray
-    _heads: dict[tuple[int, int], wp.array]
-    _thread_buffers: Any
+    def __init__(
+        self,
+        count: int,
+        device: wp.context.Device,
+        errors: DeviceErrors,
+        *,
+        device_rows: bool,
+        folds_narrow: bool,
+        owner: weakref.ReferenceType,
+    ) -> None:
+        self.count = count
+        self._device = device
+        self._errors = errors
+        self._device_rows = device_rows
+        self._folds_narrow = folds_narrow
+        self._owner = owner
+        self._thread_buffers = threading.local()  # per-thread output buffers: {name: wp.array}
+        self.index_buffer = wp.empty(max(count, 1), dtype=wp.int32, device=device)
+        # CPU: host indices are written into the index buffer itself; CUDA: staged (_staging)
+        self.index_host = to_numpy(self.index_buffer) if device.is_cpu else np.empty(0, dtype=np.int32)
+        self.heads: dict[tuple[int, int], wp.array] = {}
+        self._all_rows = Rows(ALL, count)
+        self._narrow_cmds: dict[Any, RecordedLaunch] = {}  # recorded index-narrowing launches, by index dtype
+        self._casts: dict[Any, Any] = {}  # the last float32 cast of each kind of torch data (kept alive)
+        self._host_staging: HostStaging | None = None  # CUDA: host inputs' staging buffers, made on first use
+        self._last_rows: tuple[Any, Any, tuple, Rows] | None = None  # (device indices or mask, keyword, layout, Rows)
+        self._narrowed: wp.array | None = None  # the index buffer head the last narrowing launch wrote
 
-    if TYPE_CHECKING:
-
-        @property
-        def count(self) -> int: ...
-
-        def _check_open(self) -> None: ...
-
-    def _prepare(self, indices: IndicesLike, mask: MaskLike = None, write: bool = False, fold: bool = False) -> Rows:
-        """Check the view is open, report errors of earlier device calls, and turn ``indices`` / ``mask`` into
+    def prepare(self, indices: IndicesLike, mask: MaskLike = None, write: bool = False, fold: bool = False) -> Rows:
+        """Report errors of earlier device calls (the view checked it is open), and turn ``indices`` / ``mask`` into
         :class:`Rows`. Host indices are checked here (a write also needs each index once: two rows for one prim
         race on a GPU); device indices and masks are checked by the kernels, without a host round trip. ``fold``:
         the caller hands the rows straight to the backend's launches, which narrow other index dtypes themselves
         when the backend says so (``_folds_narrow``: one launch less, and part of the backend's own graph)."""
-        self._check_open()
         self._errors.poll()
         if indices is None and mask is None:
             return self._all_rows
@@ -98,7 +115,7 @@ class ArgumentsMixin:
         if last is not None and last[1] is how and last[2] == layout and (last[0] is value or len(layout) == 5):
             return last[3]
         if mask is not None:
-            rows = Rows(MASK, self.count, mask=self._mask_to_device(mask))
+            rows = Rows(MASK, self.count, mask=self.mask_to_device(mask))
             if rows.mask is mask or (len(layout) == 5 and rows.mask.ptr == layout[0]):  # not a copy
                 self._last_rows = (mask, how, layout, rows)
             return rows
@@ -109,11 +126,11 @@ class ArgumentsMixin:
                 if device_rows.indices is not self._narrowed or device_rows.narrow is not None:
                     self._last_rows = (indices, how, layout, device_rows)
                 return device_rows
-        host = self._indices_to_numpy(indices)
-        self._check_host_indices(host, write)
+        host = self.indices_to_numpy(indices)
+        self.check_host_indices(host, write)
         return self._stage_host_indices(host)
 
-    def _check_host_indices(self, host: np.ndarray, write: bool) -> None:
+    def check_host_indices(self, host: np.ndarray, write: bool) -> None:
         """Bounds of host indices, and (a write) each index at most once."""
         if not host.size:
             return
@@ -134,24 +151,24 @@ class ArgumentsMixin:
     def _stage_host_indices(self, host: np.ndarray) -> Rows:
         """Checked host indices as int32 :class:`Rows` on the device (CUDA: through the view's staging buffers)."""
         n = host.size
-        if n > self._index_buffer.shape[0]:  # more indices than prims (repeated reads): a one-off array
+        if n > self.index_buffer.shape[0]:  # more indices than prims (repeated reads): a one-off array
             out = wp.array(np.ascontiguousarray(host, dtype=np.int32), dtype=wp.int32, device=self._device)
             return Rows(INDEXED, n, indices=out)
         if self._device.is_cuda:
             out = self._staging().put("indices", host.astype(np.int32, copy=False), wp.int32) if n else None
-            return Rows(INDEXED, n, indices=out if out is not None else self._head(self._index_buffer, 0))
-        self._index_host[:n] = host  # bounds checked above: the int32 cast is exact
-        return Rows(INDEXED, n, indices=self._head(self._index_buffer, n))
+            return Rows(INDEXED, n, indices=out if out is not None else self.head(self.index_buffer, 0))
+        self.index_host[:n] = host  # bounds checked above: the int32 cast is exact
+        return Rows(INDEXED, n, indices=self.head(self.index_buffer, n))
 
     def _staging(self) -> HostStaging:
         """The view's staging buffers for host inputs (CUDA), made on first use."""
         staging = self._host_staging
         if staging is None:
-            self._outside_capture("its staging buffers")
+            self.check_outside_capture("its staging buffers")
             staging = self._host_staging = HostStaging(self._device, self._errors.is_capturing, call_bytes(self.count))
         return staging
 
-    def _host_inputs(self) -> Any:
+    def host_inputs(self) -> Any:
         """A context for one call's argument handling: on CUDA, its host inputs reach the device in one copy when
         it ends (:meth:`HostStaging.batch`)."""
         return self._staging().batch() if self._device.is_cuda else contextlib.nullcontext()
@@ -174,8 +191,8 @@ class ArgumentsMixin:
         n = indices.shape[0]
         if indices.dtype == wp.int32 and indices.is_contiguous:
             return Rows(INDEXED, n, indices=indices, checked=False, source=source)
-        if n <= self._index_buffer.shape[0]:
-            out = self._head(self._index_buffer, n)
+        if n <= self.index_buffer.shape[0]:
+            out = self.head(self.index_buffer, n)
         else:
             out = wp.empty(n, dtype=wp.int32, device=self._device)
         self._narrowed = out
@@ -194,7 +211,7 @@ class ArgumentsMixin:
                 cmd.launch(n, params)
         return Rows(INDEXED, n, indices=out, checked=False, source=source)
 
-    def _mask_to_device(self, mask: MaskLike, count: int | None = None) -> wp.array:
+    def mask_to_device(self, mask: MaskLike, count: int | None = None) -> wp.array:
         """A boolean (``count``,) mask (default: the view's count) as a ``wp.bool`` array on the view's device
         (zero-copy for device inputs)."""
         count = self.count if count is None else count
@@ -223,12 +240,12 @@ class ArgumentsMixin:
             raise ValueError(f"mask: expected shape ({count},), got {host.shape}")
         return wp.array(host, dtype=wp.bool, device=self._device)
 
-    def _host_mask_indices(self, rows: Rows) -> wp.array:
+    def host_mask_indices(self, rows: Rows) -> wp.array:
         """The masked view indices as int32 on the device (host-bound backends: one host round trip)."""
         idx = np.flatnonzero(to_numpy(rows.mask)).astype(np.int32)
         return wp.array(idx, dtype=wp.int32, device=self._device)
 
-    def _indices_to_numpy(self, indices: IndicesLike) -> np.ndarray:
+    def indices_to_numpy(self, indices: IndicesLike) -> np.ndarray:
         if isinstance(indices, wp.array):
             if indices.dtype not in _WARP_INDEX_DTYPES:
                 hint = " (for a boolean mask pass mask=...)" if indices.dtype == wp.bool else ""
@@ -257,19 +274,19 @@ class ArgumentsMixin:
             raise ValueError(f"indices: expected a 1-D array of indices, got shape {tuple(host.shape)}")
         return host
 
-    def _outputs(self, name: str, dtype: type, rows: int) -> wp.array:
+    def outputs(self, name: str, dtype: type, rows: int) -> wp.array:
         """The view-owned output buffer ``name``, cut to ``rows`` rows."""
         buffers = getattr(self._thread_buffers, "buffers", None)
         if buffers is None:
             buffers = self._thread_buffers.buffers = {}
         buf = buffers.get(name)
         if buf is None or buf.shape[0] < rows:
-            self._outside_capture("its output buffers")
+            self.check_outside_capture("its output buffers")
             buf = wp.empty(max(rows, self.count), dtype=dtype, device=self._device)
             buffers[name] = buf
-        return self._head(buf, rows)
+        return self.head(buf, rows)
 
-    def _pose_outputs(self, pos_name: str, quat_name: str, rows: int) -> tuple[wp.array, wp.array]:
+    def pose_outputs(self, pos_name: str, quat_name: str, rows: int) -> tuple[wp.array, wp.array]:
         """The view-owned position and orientation buffers, cut to ``rows`` rows: one lookup for both (a pose read's
         host path), remembered per row count (a few counts per thread; the pairs hold the buffers they cut)."""
         pairs = getattr(self._thread_buffers, "pairs", None)
@@ -280,32 +297,27 @@ class ArgumentsMixin:
         if pair is None:
             if len(pairs) >= 16:  # many row counts (indexed reads of every size): forget the pairs, keep the buffers
                 pairs.clear()
-            pair = pairs[key] = (self._outputs(pos_name, wp.vec3f, rows), self._outputs(quat_name, wp.quatf, rows))
+            pair = pairs[key] = (self.outputs(pos_name, wp.vec3f, rows), self.outputs(quat_name, wp.quatf, rows))
         return pair
 
-    def _outside_capture(self, what: str) -> None:
+    def check_outside_capture(self, what: str) -> None:
         """Raise if the device is capturing a CUDA graph: ``what`` is about to be allocated, and memory allocated in
         a capture belongs to the graph (invalid until it is replayed, freed with it)."""
-        if self._device.is_cuda and self._errors.is_capturing():
-            raise RuntimeError(
-                f"{self!r}: {what} are made on first use (and again after the stage's layout changed), which cannot "
-                "happen inside a CUDA graph capture; call the view once outside the capture (the same call, e.g. "
-                "get_world_poses(indices)), then capture"
-            )
+        outside_capture(repr(self._owner()), self._device, self._errors, what)
 
-    def _head(self, buf: wp.array, rows: int) -> wp.array:
+    def head(self, buf: wp.array, rows: int) -> wp.array:
         """``buf[:rows]``, remembered: slicing a Warp array costs more host time than a small read's kernels."""
         if rows == buf.shape[0]:
             return buf
         key = (buf.ptr, rows)
-        head = self._heads.get(key)
+        head = self.heads.get(key)
         if head is None:
-            if len(self._heads) >= 256:
-                self._heads.clear()
-            head = self._heads[key] = buf[:rows]  # holds ``buf``: its address cannot be reused while cached
+            if len(self.heads) >= 256:
+                self.heads.clear()
+            head = self.heads[key] = buf[:rows]  # holds ``buf``: its address cannot be reused while cached
         return head
 
-    def _write_values(
+    def write_values(
         self, rows: Rows, values: tuple[tuple[Any, str, type], ...]
     ) -> tuple[Rows, list[tuple[wp.array | None, bool]]]:
         """A write's data (``(value, name, dtype)`` each) through :meth:`_coerce_rows`, and the rows to write: a
@@ -314,7 +326,7 @@ class ArgumentsMixin:
         select = None
         masked = rows.kind == MASK
         if masked and not self._device_rows:
-            select = self._host_mask_indices(rows)
+            select = self.host_mask_indices(rows)
         read: list[np.ndarray] = []
 
         def masked_rows() -> np.ndarray:  # a masked write's rows, read back once and only for host data

@@ -1,44 +1,27 @@
 # SPDX-License-Identifier: Apache-2.0
-"""BaseFrameView: the contract every FrameView backend honours (its argument handling: :mod:`frameview.arguments`)."""
+"""BaseFrameView: the contract every FrameView backend honours, and the parts every view owns: its row resolver
+(:class:`~frameview.arguments.Arguments`, ``_args``) and the validation of held writes
+(:class:`~frameview.writers.WriteStager`, ``_stager``)."""
 
 from __future__ import annotations
 
 import abc
 import functools
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
 import numpy as np
 import warp as wp
 
-from ._device_errors import _FIRST_ARGUMENT as _FIRST_ARGUMENT
-from ._device_errors import CODE_INDEX_DUPLICATE as CODE_INDEX_DUPLICATE
-from ._device_errors import CODE_INDEX_RANGE as CODE_INDEX_RANGE
-from ._device_errors import CODE_QUAT_NOT_FINITE as CODE_QUAT_NOT_FINITE
-from ._device_errors import CODE_RESULT_NOT_FINITE as CODE_RESULT_NOT_FINITE
-from ._device_errors import CODE_SHEAR as CODE_SHEAR
-from ._device_errors import CODE_SINGULAR_PARENT as CODE_SINGULAR_PARENT
-from ._device_errors import CODE_VALUE_NOT_FINITE as CODE_VALUE_NOT_FINITE
-from ._device_errors import CODE_ZERO_QUATERNION as CODE_ZERO_QUATERNION
 from ._device_errors import DeviceErrors, status_error
-from ._device_errors import report as report
-from ._device_errors import split_status as split_status
-from ._rows import ALL, INDEXED, MASK, Rows, source_index
-from ._rows import is_torch_tensor as _is_torch_tensor  # noqa: F401  (its name here before the move)
-from .arguments import _INDEX_KINDS as _INDEX_KINDS
-from .arguments import _WARP_INDEX_DTYPES as _WARP_INDEX_DTYPES
-from .arguments import ArgumentsMixin, ArrayLike, IndicesLike, MaskLike
-from .arguments import _host_float32_rows as _host_float32_rows
-from .arguments import _torch_float32_rows as _torch_float32_rows
-from .arguments import _torch_index_dtypes as _torch_index_dtypes
-from .arguments import _wait_for_producer as _wait_for_producer
-from .arguments import _width as _width
-from .host import to_numpy
-from .kernels.arguments import check_values as check_values
+from ._rows import INDEXED, MASK, Rows, source_index
+from .arguments import Arguments, ArrayLike, IndicesLike, MaskLike
 from .kernels.arguments import scatter_quat, scatter_vec3
-from .visibility import VisibilityMixin
-from .writers import WriterScopesMixin
+from .visibility import visibility_rows, visible_to_numpy
+from .writer_scopes import PendingWrite, XformLocalSpaceWriter, XformSpaceWriter, XformWorldSpaceWriter
+from .writers import WriteStager
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _ViewT = TypeVar("_ViewT", bound="BaseFrameView")
@@ -65,7 +48,7 @@ def _synchronized(method: _F) -> _F:
     return cast(_F, locked)
 
 
-class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC):
+class BaseFrameView(abc.ABC):
     """A fixed set of prims whose world and local poses are read and written in bulk.
 
     Subclasses implement the ``_read_*`` / ``_write_*`` hooks; this class validates every argument once, at the
@@ -93,6 +76,10 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     _device_rows = False
     """Whether the backend takes device indices and masks as they are (kernels check them), or host indices."""
+    _folds_narrow = False
+    """Whether the backend's indexed launches narrow index arrays of other dtypes themselves (:attr:`Rows.narrow`)."""
+    _active_writer: XformSpaceWriter | None = None
+    """The open writer scope of this view, if any."""
 
     def __init__(self, prim_path: str | Sequence[str], prim_paths: Sequence[str], *, device: str) -> None:
         self._pattern = prim_path if isinstance(prim_path, str) else list(prim_path)
@@ -100,17 +87,10 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         self._device = wp.get_device(device)
         self._closed = False
         self._lock: Any = getattr(self, "_lock", None) or threading.RLock()  # a subclass may share a wider lock
-        self._thread_buffers = threading.local()  # per-thread output buffers: {name: wp.array}
-        self._index_buffer = wp.empty(max(self.count, 1), dtype=wp.int32, device=self._device)
-        # CPU: host indices are written into the index buffer itself; CUDA: staged (_staging)
-        self._index_host = to_numpy(self._index_buffer) if self._device.is_cpu else np.empty(0, dtype=np.int32)
-        self._heads: dict[tuple[int, int], wp.array] = {}
         self._errors = DeviceErrors(self._device)
-        self._all_rows = Rows(ALL, self.count)
-        self._narrow_cmds: dict[Any, Any] = {}  # recorded index-narrowing launches, by index dtype
-        self._casts: dict[Any, Any] = {}  # the last float32 cast of each kind of torch data (kept alive)
-        self._host_staging = None  # CUDA: host inputs' staging buffers, made on first use
-        self._last_rows: tuple[Any, Any, tuple, Rows] | None = None  # (device indices or mask, keyword, layout, Rows)
+        self._args = Arguments(self.count, self._device, self._errors, device_rows=self._device_rows,
+                               folds_narrow=self._folds_narrow, owner=weakref.ref(self))  # fmt: skip
+        self._stager = WriteStager(self._args, self._device, self._device_rows, self._prim_paths)
 
     # ---------------------------------------------------------------- properties
 
@@ -204,9 +184,11 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     def _get_poses(self, space: str, indices: IndicesLike, mask: MaskLike) -> tuple[wp.array, wp.array]:
         self._check_no_writer()
-        rows = self._prepare(indices, mask, fold=True)
+        self._check_open()
+        args = self._args
+        rows = args.prepare(indices, mask, fold=True)
         pos_name, quat_name, stem = _POSE_BUFFERS[space]
-        pos, quat = self._pose_outputs(pos_name, quat_name, rows.count)
+        pos, quat = args.pose_outputs(pos_name, quat_name, rows.count)
         if rows.count == 0:
             return pos, quat
         read = self._read_world_poses if space == "world" else self._read_local_poses
@@ -223,8 +205,10 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         if rotated is None:
             return None
         self._check_no_writer()
-        rows = self._prepare(indices, mask, fold=True)
-        pos, quat = self._pose_outputs("rotated_pos", "rotated_quat", rows.count)
+        self._check_open()
+        args = self._args
+        rows = args.prepare(indices, mask, fold=True)
+        pos, quat = args.pose_outputs("rotated_pos", "rotated_quat", rows.count)
         if rows.count:
             rotated(rows, pos, quat, offset)
             if not rows.checked:
@@ -233,8 +217,10 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     def _get_scales(self, space: str, indices: IndicesLike, mask: MaskLike) -> wp.array:
         self._check_no_writer()
-        rows = self._prepare(indices, mask, fold=True)
-        out = self._outputs(f"{space}_scale", wp.vec3f, rows.count)
+        self._check_open()
+        args = self._args
+        rows = args.prepare(indices, mask, fold=True)
+        out = args.outputs(f"{space}_scale", wp.vec3f, rows.count)
         if rows.count == 0:
             return out
         read = self._read_world_scales if space == "world" else self._read_local_scales
@@ -245,9 +231,9 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
         """Run a backend read hook into ``outputs``. A host-bound backend reads a mask's rows by index into scratch
         buffers and scatters them into the masked rows; only unchecked device indices can fail a read."""
         if rows.kind == MASK and not self._device_rows:
-            idx = self._host_mask_indices(rows)
+            idx = self._args.host_mask_indices(rows)
             if idx.shape[0]:
-                scratch = tuple(self._outputs(f"{name}_masked_{k}", out.dtype, idx.shape[0])
+                scratch = tuple(self._args.outputs(f"{name}_masked_{k}", out.dtype, idx.shape[0])
                                 for k, out in enumerate(outputs))  # fmt: skip
                 read(Rows(INDEXED, idx.shape[0], indices=idx), *scratch)
                 for tmp, out in zip(scratch, outputs, strict=True):
@@ -318,8 +304,10 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
 
     def _set(self, what: str, indices: IndicesLike, mask: MaskLike, *values: tuple[Any, str, type]) -> None:
         self._check_no_writer()
-        with self._host_inputs():  # host inputs reach a CUDA device in one copy
-            rows, pairs = self._write_values(self._prepare(indices, mask, write=True, fold=True), values)
+        self._check_open()
+        args = self._args
+        with args.host_inputs():  # host inputs reach a CUDA device in one copy
+            rows, pairs = args.write_values(args.prepare(indices, mask, write=True, fold=True), values)
         coerced = [array for array, _host in pairs]
         if rows.count == 0 or all(c is None for c in coerced):
             return
@@ -331,6 +319,126 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
             self._write_local_poses(rows, coerced[0], coerced[1])
         from_host = rows.checked and all(host for _array, host in pairs)
         self._settle_rows(rows, f"set_{what}" if what != "scale" else "set_local_scales", now=from_host)
+
+    # ---------------------------------------------------------------- writer scopes, world scales, scale aliases
+
+    def xform_world_space_writer(self) -> XformWorldSpaceWriter:
+        """A world-space writer scope (Isaac Lab 3's name): ``set_poses`` / ``set_scales`` take world values.
+
+        Example:
+            >>> with view.xform_world_space_writer() as w:  # doctest: +SKIP
+            ...     w.set_poses(positions=p, orientations=q, indices=env_ids)
+            ...     w.set_scales(s, indices=env_ids)
+
+        Raises:
+            RuntimeError: On entering, when the view already has an open writer or is closed.
+        """
+        return XformWorldSpaceWriter(self)
+
+    def xform_local_space_writer(self) -> XformLocalSpaceWriter:
+        """A local-space writer scope: ``set_poses`` / ``set_scales`` take values relative to each prim's parent.
+
+        Example:
+            >>> with view.xform_local_space_writer() as w:  # doctest: +SKIP
+            ...     w.set_poses(positions=t, orientations=q)
+            ...     w.set_scales(s)
+
+        Raises:
+            RuntimeError: On entering, when the view already has an open writer or is closed.
+        """
+        return XformLocalSpaceWriter(self)
+
+    def set_world_scales(self, scales: Any, indices: Any = None, mask: Any = None) -> None:
+        """Set world scales (the axis lengths of the world matrices); rotations and translations are kept (the local
+        ones: the world rotation is kept too under a similarity parent), children follow.
+
+        The local scale is ``scales / parent_scale`` per axis, ``parent_scale`` the parent's world scale as
+        :meth:`get_world_scales` reports it (a mirrored parent's sign on x). Exact under a parent whose world matrix is
+        a similarity (uniform scale, mirrors included), whatever the prim's rotation. Under a non-uniformly scaled
+        parent it is exact when the prim's local rotation maps each parent axis onto itself (e.g. none: Isaac Lab's
+        ``local = world / parent``); otherwise the prim's world matrix has shear and no local scale gives it exactly
+        these axis lengths.
+
+        Args:
+            scales: (M, 3) world scales.
+            indices: View indices to write (M of them, each at most once), ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
+
+        Raises:
+            ValueError: As :meth:`set_world_poses`, and for a singular parent (no world scale reaches the prim).
+        """
+        if scales is None:
+            raise ValueError("scales: expected an (M, 3) array, got None")
+        with self._lock:
+            self._check_no_writer()
+            self._check_open()
+            staged = self._stager.stage(indices, mask, ((scales, "scales", wp.vec3f),), scale_only=True)
+            if staged is not None:
+                self._apply_write("world", staged)
+
+    def get_scales(self, indices: Any = None, mask: Any = None) -> wp.array:
+        """Alias of :meth:`get_local_scales`, on every backend (Isaac Lab 3's ``get_scales`` reads world scales on
+        its Fabric backend and local ones on USD; here it has one meaning)."""
+        return self.get_local_scales(indices, mask)
+
+    def set_scales(self, scales: Any, indices: Any = None, mask: Any = None) -> None:
+        """Alias of :meth:`set_local_scales`, on every backend (one meaning, unlike Isaac Lab 3's ``set_scales``)."""
+        self.set_local_scales(scales, indices, mask)
+
+    # ---------------------------------------------------------------- visibility (a host path: frameview.visibility)
+
+    def get_visibility(self, indices: Any = None) -> wp.array:
+        """Computed visibility of the prims: False when the prim or any ancestor is ``invisible``.
+
+        Fabric views read Fabric (the ``visibility`` opinions of the prims and their ancestors), the USD view reads
+        ``UsdGeomImageable.ComputeVisibility()``.
+
+        Args:
+            indices: View indices to read, ``None`` for all.
+
+        Returns:
+            (M,) ``wp.bool`` on :attr:`device`. Buffer owned by the view, overwritten by the next call (clone what you
+            keep).
+        """
+        with self._lock:
+            self._check_open()
+            rows = visibility_rows(self._args, indices, write=False)
+            count = self.count if rows is None else rows.shape[0]
+            out = self._args.outputs("visibility", wp.bool, count)
+            if count:
+                host = np.ascontiguousarray(self._read_visibility(rows), dtype=bool)
+                wp.copy(out, wp.array(host, dtype=wp.bool, device="cpu"))
+            return out
+
+    def set_visibility(self, visible: Any, indices: Any = None) -> None:
+        """Make the prims visible or invisible (``MakeVisible`` / ``MakeInvisible`` semantics, on every backend).
+
+        ``False`` authors ``invisible`` on the prim: it and everything under it disappear. ``True`` authors
+        ``inherited``; when an ancestor is ``invisible``, that ancestor (and the ones between) become ``inherited``
+        and their other children ``invisible``, so the prim reads visible afterwards and no prim outside it, its
+        subtree and those ancestors changes. One rule differs from pxr's ``MakeVisible``: a non-Imageable sibling
+        (e.g. a typeless ``def``) cannot hold an opinion, so its topmost Imageable descendants are made
+        ``invisible`` (they stay hidden), where pxr skips that sibling and lets them show.
+        A Fabric view writes Fabric only (``visibility`` opinions, and ``_worldVisibility`` where Fabric holds it),
+        never USD; the USD view authors ``visibility`` in one ``Sdf.ChangeBlock``.
+
+        Args:
+            visible: (M,) booleans (Warp ``wp.bool`` array, NumPy, torch tensor or list), or one Python bool for every
+                row.
+            indices: View indices to write (M of them, each at most once), ``None`` for all.
+
+        Raises:
+            TypeError: ``visible`` is not boolean.
+            ValueError: ``visible`` has the wrong shape, or asks a prim visible and one of its ancestors (in the same
+                call) invisible.
+        """
+        with self._lock:
+            self._check_open()
+            rows = visibility_rows(self._args, indices, write=True)
+            count = self.count if rows is None else rows.shape[0]
+            values = visible_to_numpy(visible, count)
+            if count:
+                self._write_visibility(rows, values)
 
     # ---------------------------------------------------------------- errors found on the device
 
@@ -404,10 +512,51 @@ class BaseFrameView(WriterScopesMixin, VisibilityMixin, ArgumentsMixin, abc.ABC)
     def _write_local_scales(self, rows: Rows, scales: wp.array) -> None:
         """Write local scales (on the view's device)."""
 
-    def _release(self) -> None:
+    def _read_visibility(self, rows: np.ndarray | None) -> np.ndarray:
+        """Computed visibility (bool, one per row) of view prims ``rows`` (int64 view indices, None: all)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_visibility")
+
+    def _write_visibility(self, rows: np.ndarray | None, visible: np.ndarray) -> None:
+        """Make view prims ``rows`` (None: all) visible or invisible (bool, one per row)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement set_visibility")
+
+    def _release(self) -> None:  # noqa: B027  (an optional hook: a backend without resources keeps it)
         """Release backend resources; called once by :meth:`close`."""
 
     # ---------------------------------------------------------------- argument handling
+
+    def _check_no_writer(self) -> None:
+        """Raise while a writer scope is open, unless the call is the writer's own (BaseFrameView's getters and
+        setters call this)."""
+        writer = self._active_writer
+        if writer is not None and not writer._calling:
+            raise RuntimeError(
+                f"{self!r} has an open {type(writer).__name__}: its own pose and scale getters and setters are "
+                "locked until the scope exits; inside it use the writer's get_poses / get_scales / set_poses / "
+                "set_scales"
+            )
+
+    def _apply_write(self, space: str, write: PendingWrite) -> None:
+        """Run one validated write through the backend and settle its errors."""
+        self._write_transform(write.rows, space == "world", write.pos, write.quat, write.scale)
+        self._settle_rows(write.rows, write.call(space), now=write.from_host)
+
+    def _write_transform(
+        self, rows: Rows, in_world: bool, pos: wp.array | None, quat: wp.array | None, scale: wp.array | None
+    ) -> None:
+        """Write any of the three components in one space: the backend's combined ``_write(rows, *, in_world, pos,
+        quat, scale)`` when it has one (every built-in backend: writer scopes combine, world scales work); else its
+        ``_write_*`` hooks one after another (and no world scales)."""
+        combined = getattr(self, "_write", None)
+        if combined is not None:
+            combined(rows, in_world=in_world, pos=pos, quat=quat, scale=scale)
+            return
+        if in_world and scale is not None:
+            raise NotImplementedError(f"{type(self).__name__} cannot write world scales")
+        if pos is not None or quat is not None:
+            (self._write_world_poses if in_world else self._write_local_poses)(rows, pos, quat)
+        if scale is not None:
+            self._write_local_scales(rows, scale)
 
     def _check_open(self) -> None:
         if self._closed:

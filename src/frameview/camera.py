@@ -292,7 +292,7 @@ class CameraPoses:
         """A masked read without the view's fused read (host-composed backends) or with ``env_rows``: the view's
         poses (its masked rows, or all rows through ``env_rows``), then one launch that converts the masked envs."""
         view, n = self._view, self._num_envs
-        env_mask = view._mask_to_device(mask, n)
+        env_mask = view._args.mask_to_device(mask, n)
         if self._env_rows is None:
             pos, quat = view.get_world_poses(mask=env_mask)
         else:

@@ -155,21 +155,21 @@ class UsdFrameView(BaseFrameView):
     # ---------------------------------------------------------------- reads
 
     def _read_world_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
-        scratch = self._outputs("usd_scratch_scale", wp.vec3f, rows.count)
+        scratch = self._args.outputs("usd_scratch_scale", wp.vec3f, rows.count)
         self._decompose(self._world_matrices(self._live_prims(rows)), pos_out, quat_out, scratch)
 
     def _read_local_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
-        scratch = self._outputs("usd_scratch_scale", wp.vec3f, rows.count)
+        scratch = self._args.outputs("usd_scratch_scale", wp.vec3f, rows.count)
         self._decompose(self._local_matrices(self._live_prims(rows))[0], pos_out, quat_out, scratch)
 
     def _read_world_scales(self, rows: Rows, scale_out: wp.array) -> None:
-        pos = self._outputs("usd_scratch_pos", wp.vec3f, rows.count)
-        quat = self._outputs("usd_scratch_quat", wp.quatf, rows.count)
+        pos = self._args.outputs("usd_scratch_pos", wp.vec3f, rows.count)
+        quat = self._args.outputs("usd_scratch_quat", wp.quatf, rows.count)
         self._decompose(self._world_matrices(self._live_prims(rows)), pos, quat, scale_out)
 
     def _read_local_scales(self, rows: Rows, scale_out: wp.array) -> None:
-        pos = self._outputs("usd_scratch_pos", wp.vec3f, rows.count)
-        quat = self._outputs("usd_scratch_quat", wp.quatf, rows.count)
+        pos = self._args.outputs("usd_scratch_pos", wp.vec3f, rows.count)
+        quat = self._args.outputs("usd_scratch_quat", wp.quatf, rows.count)
         self._decompose(self._local_matrices(self._live_prims(rows))[0], pos, quat, scale_out)
 
     # ---------------------------------------------------------------- writes

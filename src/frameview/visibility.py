@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import warp as wp
@@ -30,15 +30,20 @@ import warp as wp
 from ._rows import ALL
 from .host import to_numpy
 
+if TYPE_CHECKING:
+    from .arguments import Arguments
+
 __all__ = [
     "INVISIBLE",
     "NO_OPINION",
     "VISIBLE",
-    "VisibilityMixin",
     "VisibilityTree",
     "compute_visibility",
     "plan_visibility",
     "subtree_visibility",
+    "visibility_paths",
+    "visibility_rows",
+    "visible_to_numpy",
 ]
 
 NO_OPINION = -1
@@ -266,93 +271,24 @@ def _is_torch_tensor(value: Any) -> bool:
     return torch is not None and isinstance(value, torch.Tensor)
 
 
-class VisibilityMixin:
-    """Public visibility API of :class:`~frameview.BaseFrameView`; backends implement two host hooks.
-
-    Visibility is a host path on every backend (see :mod:`frameview.visibility`): fine at reset or in tools, not a
-    per-step operation.
-    """
-
-    _lock: Any
-    _prim_paths: tuple[str, ...]
-
-    def get_visibility(self, indices: Any = None) -> wp.array:
-        """Computed visibility of the prims: False when the prim or any ancestor is ``invisible``.
-
-        Fabric views read Fabric (the ``visibility`` opinions of the prims and their ancestors), the USD view reads
-        ``UsdGeomImageable.ComputeVisibility()``.
-
-        Args:
-            indices: View indices to read, ``None`` for all.
-
-        Returns:
-            (M,) ``wp.bool`` on :attr:`device`. Buffer owned by the view, overwritten by the next call (clone what you
-            keep).
-        """
-        with self._lock:
-            rows = self._visibility_rows(indices, write=False)
-            count = len(self._prim_paths) if rows is None else rows.shape[0]
-            out = self._outputs("visibility", wp.bool, count)  # type: ignore[attr-defined]
-            if count:
-                host = np.ascontiguousarray(self._read_visibility(rows), dtype=bool)
-                wp.copy(out, wp.array(host, dtype=wp.bool, device="cpu"))
-            return out
-
-    def set_visibility(self, visible: Any, indices: Any = None) -> None:
-        """Make the prims visible or invisible (``MakeVisible`` / ``MakeInvisible`` semantics, on every backend).
-
-        ``False`` authors ``invisible`` on the prim: it and everything under it disappear. ``True`` authors
-        ``inherited``; when an ancestor is ``invisible``, that ancestor (and the ones between) become ``inherited``
-        and their other children ``invisible``, so the prim reads visible afterwards and no prim outside it, its
-        subtree and those ancestors changes. One rule differs from pxr's ``MakeVisible``: a non-Imageable sibling
-        (e.g. a typeless ``def``) cannot hold an opinion, so its topmost Imageable descendants are made
-        ``invisible`` (they stay hidden), where pxr skips that sibling and lets them show.
-        A Fabric view writes Fabric only (``visibility`` opinions, and ``_worldVisibility`` where Fabric holds it),
-        never USD; the USD view authors ``visibility`` in one ``Sdf.ChangeBlock``.
-
-        Args:
-            visible: (M,) booleans (Warp ``wp.bool`` array, NumPy, torch tensor or list), or one Python bool for every
-                row.
-            indices: View indices to write (M of them, each at most once), ``None`` for all.
-
-        Raises:
-            TypeError: ``visible`` is not boolean.
-            ValueError: ``visible`` has the wrong shape, or asks a prim visible and one of its ancestors (in the same
-                call) invisible.
-        """
-        with self._lock:
-            rows = self._visibility_rows(indices, write=True)
-            count = len(self._prim_paths) if rows is None else rows.shape[0]
-            values = _visible_to_numpy(visible, count)
-            if count:
-                self._write_visibility(rows, values)
-
-    def _visibility_rows(self, indices: Any, write: bool) -> np.ndarray | None:
-        """Host view indices (int64), or None for all prims; checked as the pose calls check them."""
-        rows = self._prepare(indices, write=write)  # type: ignore[attr-defined]
-        if rows.kind == ALL:
-            return None
-        if not rows.checked:  # device indices: a host path checks them here (same messages as host indices)
-            source = rows.source if rows.source is not None else rows.indices
-            rows = self._prepare(self._indices_to_numpy(source), write=write)  # type: ignore[attr-defined]
-        return np.asarray(rows.host_indices(), dtype=np.int64)
-
-    def _visibility_paths(self, rows: np.ndarray | None) -> list[str]:
-        paths = self._prim_paths
-        return list(paths) if rows is None else [paths[i] for i in rows.tolist()]
-
-    # ---------------------------------------------------------------- backend hooks
-
-    def _read_visibility(self, rows: np.ndarray | None) -> np.ndarray:
-        """Computed visibility (bool, one per row) of view prims ``rows`` (int64 view indices, None: all)."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement get_visibility")
-
-    def _write_visibility(self, rows: np.ndarray | None, visible: np.ndarray) -> None:
-        """Make view prims ``rows`` (None: all) visible or invisible (bool, one per row)."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement set_visibility")
+def visibility_rows(args: Arguments, indices: Any, write: bool) -> np.ndarray | None:
+    """Host view indices (int64) of a visibility call, or None for all prims; checked by the view's row resolver
+    ``args`` as the pose calls check them (the caller checked the view is open)."""
+    rows = args.prepare(indices, write=write)
+    if rows.kind == ALL:
+        return None
+    if not rows.checked:  # device indices: a host path checks them here (same messages as host indices)
+        source = rows.source if rows.source is not None else rows.indices
+        rows = args.prepare(args.indices_to_numpy(source), write=write)
+    return np.asarray(rows.host_indices(), dtype=np.int64)
 
 
-def _visible_to_numpy(visible: Any, count: int) -> np.ndarray:
+def visibility_paths(paths: Sequence[str], rows: np.ndarray | None) -> list[str]:
+    """The paths of view prims ``rows`` (None: all)."""
+    return list(paths) if rows is None else [paths[i] for i in rows.tolist()]
+
+
+def visible_to_numpy(visible: Any, count: int) -> np.ndarray:
     """``visible`` as an (count,) bool NumPy array, or a clear error naming the argument."""
     expected = f"a bool or a boolean array of shape ({count},)"
     if visible is None:

@@ -2,7 +2,8 @@
 """The writer scopes themselves: :class:`XformSpaceWriter` and its world / local variants.
 
 A scope validates each write at once, copies it, combines writes to the same rows and hands the combined write to
-the view when it flushes (:class:`frameview.writers.WriterScopesMixin` opens scopes and stages writes).
+the view when it flushes (:class:`~frameview.BaseFrameView` opens scopes; its
+:class:`~frameview.writers.WriteStager` stages writes).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def _same_rows(a: tuple | None, b: tuple | None) -> bool:
 class XformSpaceWriter:
     """A context manager that writes poses and scales of a view in one space (world or local).
 
-    Returned by :meth:`WriterScopesMixin.xform_world_space_writer` / ``xform_local_space_writer``; enter it with
+    Returned by :meth:`~frameview.BaseFrameView.xform_world_space_writer` / ``xform_local_space_writer``; enter it with
     ``with``. One writer may be open per view: entering a second raises ``RuntimeError``, and while one is open the
     view's own pose and scale getters and setters raise ``RuntimeError`` (read through :meth:`get_poses` /
     :meth:`get_scales` inside the scope). A writer is entered once.
@@ -166,7 +167,7 @@ class XformSpaceWriter:
 
     def set_scales(self, scales: Any, indices: Any = None, *, mask: Any = None) -> None:
         """Set scales in this writer's space (local scales, or world scales solved as
-        :meth:`WriterScopesMixin.set_world_scales` solves them); the prims' rotations and translations are kept.
+        :meth:`~frameview.BaseFrameView.set_world_scales` solves them); the prims' rotations and translations are kept.
 
         Args:
             scales: (M, 3) per-axis scales.
@@ -222,14 +223,15 @@ class XformSpaceWriter:
     def _write(self, indices: Any, mask: Any, *values: tuple[Any, str, type]) -> None:
         view = self._view
         with view._lock, self._inside():
-            staged = view._stage_write(indices, mask, values, now=True)
+            view._check_open()
+            staged = view._stager.stage(indices, mask, values, now=True)
             if staged is None:
                 return
-            if self._space == "world" and view._has_nested_prims():  # in sequence, as the view's setters would
+            if self._space == "world" and view._stager.nested_prims():  # in sequence, as the view's setters would
                 self._flush()
                 view._apply_write(self._space, staged)
                 return
-            staged.key = view._write_rows_key(staged.rows, indices, mask) if staged.from_host else None
+            staged.key = view._stager.rows_key(staged.rows, indices, mask) if staged.from_host else None
             last = self._pending[-1] if self._pending else None
             if last is not None and last.from_host and staged.from_host and _same_rows(last.key, staged.key):
                 self._combine(last, staged, len(self._pending) - 1)
@@ -291,8 +293,8 @@ class XformSpaceWriter:
     def _buffer(self, slot: int, name: str, dtype: type, rows: int) -> wp.array:
         view = self._view
         if slot < self._KEPT_SLOTS:
-            return view._outputs(f"writer:{slot}:{name}", dtype, rows)
-        view._outside_capture("a writer scope's buffers")
+            return view._args.outputs(f"writer:{slot}:{name}", dtype, rows)
+        view._args.check_outside_capture("a writer scope's buffers")
         return wp.empty(rows, dtype=dtype, device=view._device)
 
     def _flush(self) -> None:
@@ -329,7 +331,7 @@ class _Stash:
     def of(cls, view: BaseFrameView) -> _Stash:
         stash = view.__dict__.get("_scope_stash")
         if stash is None:
-            view._outside_capture("a writer scope's buffers")
+            view._args.check_outside_capture("a writer scope's buffers")
             stash = view.__dict__["_scope_stash"] = cls(view)
         return stash
 

@@ -6,9 +6,12 @@ Every managed prim carries ``frameview:<uid>:index`` (its view index) and every 
 access the view->slot table is rebuilt from live Fabric data by inverting the tag column in one Warp launch: there
 is no cache to invalidate, and a count mismatch raises instead of reading another prim.
 
-Its rooms: :mod:`.lifecycle` (its state, deferred tag removals), :mod:`.nodes` (the prims a write reads),
-:mod:`.selections` (each access's selections and fabric arrays), :mod:`frameview._launch` (recorded launches, CUDA
-graphs), :mod:`.writes` (the write path), :mod:`.read_kernels` and :mod:`.write_kernels` (its kernels).
+The view is one class that owns its parts, each built from explicit inputs: :class:`~.selections.FabricData` (the
+selections, fabric arrays and slot tables, ``_data``), :class:`~frameview._launch.FabricLaunches` (recorded launches,
+CUDA graphs, ``_launches``), :class:`~.writes.FabricWriter` (the write path, ``_writer``) and
+:class:`~frameview._rows.MaskCompaction` (CPU masks, ``_compact``); the reads are its own. Elsewhere: :mod:`.lifecycle`
+(its state, deferred tag removals), :mod:`.nodes` (the prims a write reads), :mod:`.read_kernels` and
+:mod:`.write_kernels` (its kernels).
 """
 
 from __future__ import annotations
@@ -23,12 +26,12 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._launch import PUBLISHES, LaunchingMixin, OffsetKeys, address, narrow_key
-from .._rows import ALL, MASK, Rows
+from .._launch import PUBLISHES, FabricLaunches, OffsetKeys, address, narrow_key, narrow_steps
+from .._rows import ALL, MASK, MaskCompaction, Rows
 from ..base import BaseFrameView
-from ..kernels.requests import WriteRequests
 from ..kernels.slots import invert_tag_column
-from .epoch import UNGUARDED, layout_changed, layout_epoch
+from ..visibility import visibility_paths
+from .epoch import layout_changed, layout_epoch
 from .lifecycle import DEFERRED_TAGS as _DEFERRED_TAGS
 from .lifecycle import Lifecycle as _Lifecycle
 from .nodes import node_graph as _node_graph
@@ -42,10 +45,10 @@ from .read_kernels import (
     _scatter_poses,
     _scatter_scales,
 )
-from .selections import SelectionsMixin
+from .selections import FabricData
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 from .write_kernels import STAGE_ALL, _stage_write
-from .writes import WritesMixin
+from .writes import FabricWriter
 
 __all__ = ["FabricFrameView"]
 
@@ -55,7 +58,7 @@ _UIDS = itertools.count()
 """Process-wide, monotonic: a dead view's tag name can never satisfy a live view's selection."""
 
 
-class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameView):
+class FabricFrameView(BaseFrameView):
     """A FrameView over Fabric: O(view) reads and writes, whatever the size of the stage.
 
     Writes change Fabric only, never USD; the other space (local or world) and the descendants' world matrices are
@@ -137,37 +140,17 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
                     self._parent_paths, self._parent_tag, np.arange(len(self._parent_paths), dtype=np.uint32)
                 )
             layout_changed(fabric)  # the tags moved prims between buckets
-            self._sel = fabric.select([self._tag, WORLD_MATRIX, LOCAL_MATRIX], write=True)
-            self._parent_sel = fabric.select([self._parent_tag, WORLD_MATRIX, LOCAL_MATRIX], write=False)
+            sel = fabric.select([self._tag, WORLD_MATRIX, LOCAL_MATRIX], write=True)
+            parent_sel = fabric.select([self._parent_tag, WORLD_MATRIX, LOCAL_MATRIX], write=False)
             follow_plan = getattr(fabric, "follow_plan", None)
-            self._follow = follow_plan(self.prim_paths) if follow_plan is not None else None
-        dev, n = self._device, max(self.count, 1)
-        self._node_parent = wp.array(node_parent, dtype=wp.int32, device=dev)
-        # a view prim below another view prim: a write's solve reads other rows' requests (staged in a launch first)
-        self._nested = bool(np.any((node_parent >= 0) & (node_parent < self.count)))
-        self._slots = wp.empty(n, dtype=wp.int32, device=dev)
-        self._parent_slots = wp.empty(max(len(self._parent_paths), 1), dtype=wp.int32, device=dev)
-        # view index -> its parent's slot (a write of a view without nesting verifies each entry, repairs stale ones)
-        self._row_parent_slots = wp.full(n, -1, dtype=wp.int32, device=dev)
-        # view index -> request row, -1: not written (a view without nesting keeps it -1 between calls: its claims)
-        self._req_row = wp.full(n, -1, dtype=wp.int32, device=dev)
-        self._slots_fresh = False  # whether the slot tables were inverted since the Fabric arrays were last rebuilt
-        self._view_slots_fresh = False  # the same for the view's own table (masked reads need only that one)
-        self._req_all = wp.array(np.arange(n, dtype=np.int32), dtype=wp.int32, device=dev)
-        self._new_local = wp.empty(n, dtype=wp.mat44d, device=dev)
-        self._new_world = wp.empty(n, dtype=wp.mat44d, device=dev)
-        self._written = wp.empty(n, dtype=wp.int32, device=dev)
-        self._requests = WriteRequests(dev)
-        self._no_index = wp.empty(0, dtype=wp.int32, device=dev)
-        self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
-        self._no_table = wp.empty((0, 0), dtype=wp.int32, device=dev)
-        self._arrays: dict[str, Any] = {}
-        self._columns: dict[str, Any] = {}  # the same columns as the reset path's kernels index them (plain_column)
-        self._mask_views: dict[int, tuple[wp.array, np.ndarray]] = {}  # CPU masks' NumPy views (_mask_rows)
-        self._launches: dict[Any, Any] = {}
+            follow = follow_plan(self.prim_paths) if follow_plan is not None else None
+        dev, errors = self._device, self._errors
+        self._launches = FabricLaunches(dev, errors, self._epoch)
+        self._data = FabricData(fabric, repr(self), self.prim_paths, self._tag, self._parent_paths, self._parent_tag,
+                                sel, parent_sel, self._epoch, errors, dev, self._launches)  # fmt: skip
+        self._compact = MaskCompaction(self._args.index_buffer, self._args.index_host, self._args.heads)
+        self._writer = FabricWriter(self._data, self._launches, self._compact, errors, dev, follow, node_parent)
         self._offset_key = OffsetKeys(_NO_OFFSET)
-        self._capture_stream: wp.Stream | None = None
-        self._no_capture_stream = False
 
     # ---------------------------------------------------------------- properties
 
@@ -206,18 +189,19 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
             fabric array it indexes. Both belong to the view and stay valid until the stage's buckets change.
         """
         self._check_open()
+        data = self._data
         with self._fabric.lock:
             sel, count, what, prefix, tag, slots, key = (
-                (self._parent_sel, len(self._parent_paths), "parents", "parent:", self._parent_tag, self._parent_slots,
+                (data.parent_sel, len(self._parent_paths), "parents", "parent:", self._parent_tag, data.parent_slots,
                  "invert_parents")
                 if parents
-                else (self._sel, self.count, "prims", "", self._tag, self._slots, "invert")
+                else (data.sel, self.count, "prims", "", self._tag, data.slots, "invert")
             )  # fmt: skip
             try:
-                self._refresh_one(sel, count, what, (tag, WORLD_MATRIX, LOCAL_MATRIX))
-                self._launch_recorded(key, invert_tag_column, count, [self._arrays[prefix + tag]], [slots],
-                                      guarded=False)  # fmt: skip
-                return slots, self._arrays[prefix + WORLD_MATRIX]
+                data.refresh_one(sel, count, what, (tag, WORLD_MATRIX, LOCAL_MATRIX))
+                self._launches.recorded(key, invert_tag_column, count, [data.arrays[prefix + tag]], [slots],
+                                        guarded=False)  # fmt: skip
+                return slots, data.arrays[prefix + WORLD_MATRIX]
             finally:
                 sel.release()
 
@@ -237,18 +221,18 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         """
         self._check_open()
         trace: list[tuple[Any, Any, list]] = []
-        self._trace = trace
+        self._launches.trace = trace
         try:
             yield trace
         finally:
-            self._trace = None
+            self._launches.trace = None
 
     def selection_size(self, parents: bool = False) -> int:
         """Prims in the view's (or its parents') scoped selection as Fabric sees it now: the view's count when all
         is well, whatever the size of the stage (benchmarks and diagnostics)."""
         self._check_open()
         with self._fabric.lock:
-            sel = self._parent_sel if parents else self._sel
+            sel = self._data.parent_sel if parents else self._data.sel
             try:
                 sel.prepare_for_reuse()
                 return int(sel.count)
@@ -260,96 +244,80 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
     def _read_poses(
         self, attr: str, rows: Rows, pos_out: wp.array, quat_out: wp.array, offset: wp.quatf = _NO_OFFSET
     ) -> None:
-        with self._fabric.lock:
+        data, launches = self._data, self._launches
+        with data.fabric.lock:
             try:
-                self._refresh(parents=False)
-                mats, tags = self._arrays[attr], self._arrays[self._tag]
-                columns = self._columns[attr], self._columns[self._tag]  # plain arrays where one bucket
+                data.refresh(parents=False)
+                arrays, count = data.arrays, data.count
+                mats, tags = arrays[attr], arrays[data.tag]
+                columns = data.columns[attr], data.columns[data.tag]  # plain arrays where one bucket
                 key = (attr, self._offset_key(offset))
                 status = self._errors.status
                 if rows.kind == ALL:
-                    self._launch_recorded(("poses", key), _scatter_poses, self.count, [columns[1], columns[0],
-                                          offset], [pos_out, quat_out, status])  # fmt: skip
+                    launches.recorded(("poses", key), _scatter_poses, count, [columns[1], columns[0], offset],
+                                      [pos_out, quat_out, status])  # fmt: skip
                 elif rows.kind == MASK:
                     self._invert_view_table(tags)
-                    compact = self._compact_masks and self._device.is_cpu
-                    picked = self._mask_rows(rows) if compact else rows
+                    compact = self._compact.enabled and self._device.is_cpu
+                    picked = self._compact(rows) if compact else rows
                     if picked.count == 0:  # nothing masked (CPU): nothing to launch
                         return
-                    self._launch_cmd(("masked", key), _mask_poses, picked.count, [
-                        columns[1], columns[0], self._slots, self.count, rows.mask, int(compact),
-                        picked.indices if compact else self._no_index, offset, *self._guard(every_launch=True),
+                    launches.command(("masked", key), _mask_poses, picked.count, [
+                        columns[1], columns[0], data.slots, count, rows.mask, int(compact),
+                        picked.indices if compact else data.no_index, offset, *data.guard(every_launch=True),
                         pos_out, quat_out, status])  # fmt: skip
                 else:
                     where = (rows.count, address(rows.indices), address(pos_out), address(quat_out), narrow_key(rows))
-                    self._run_steps(("gather", key), where, lambda: [
-                        *self._narrow_steps(rows),
+                    launches.run(("gather", key), where, lambda: [
+                        *narrow_steps(rows, count),
                         self._invert_check(tags, rows),
-                        (("gather", key), _gather_poses, rows.count, [mats, self._slots, self.count, offset,
-                         rows.indices, *self._guard(), pos_out, quat_out, status], PUBLISHES),
+                        (("gather", key), _gather_poses, rows.count, [mats, data.slots, count, offset,
+                         rows.indices, *data.guard(), pos_out, quat_out, status], PUBLISHES),
                     ])  # fmt: skip
             finally:
-                self._release_selections()
-
-    def _narrow_steps(self, rows: Rows) -> list[tuple]:
-        """The launch that narrows the caller's indices into ``rows.indices`` (:attr:`Rows.narrow`), first in the
-        call's steps (and in its graph), or none."""
-        if rows.narrow is None:
-            return []
-        kernel, source = rows.narrow
-        return [(("narrow", source.dtype), kernel, rows.count, [source, self.count, rows.indices])]
+                data.release()
 
     def _invert_view_table(self, tags: Any) -> None:
         """Before a masked read: invert the tag column into the view's slot table once after the Fabric arrays were
         rebuilt (the masked read verifies each slot it uses, so a table that went stale costs time, never a row)."""
-        if not self._view_slots_fresh:
-            self._launch_cmd("invert_view", _stage_write, self.count, [
-                tags, tags, self.count, 0, int(STAGE_ALL), self._no_mask, *self._guard(every_launch=True),
-                self._slots, self._parent_slots, self._req_row, self._errors.status])  # fmt: skip
-            self._view_slots_fresh = True
+        data = self._data
+        if not data.view_slots_fresh:
+            self._launches.command("invert_view", _stage_write, data.count, [
+                tags, tags, data.count, 0, int(STAGE_ALL), data.no_mask, *data.guard(every_launch=True),
+                data.slots, data.parent_slots, data.req_row, self._errors.status])  # fmt: skip
+            data.view_slots_fresh = True
 
     def _invert_check(self, tags: Any, rows: Rows) -> tuple:
         """The first step of an indexed read: the slot table, and the indices out of range reported."""
-        params = [tags, self.count, rows.indices, rows.count, *self._guard(), self._slots, self._errors.status]
-        return ("invert_check", _invert_check, max(self.count, rows.count), params)
-
-    def _guard(self, every_launch: bool = False) -> list:
-        """The ``layout, expected`` arguments of a launch (:mod:`frameview.fabric.epoch`): the stage's epoch word, and
-        its value for a launch captured in the caller's graph, which compares them first at every replay; -1 for a
-        launch inside a view call (the call brought the view's Fabric arrays up to date, and the epoch's word).
-
-        ``every_launch``: on CUDA, the value in every launch, captured or not, without asking whether the stream
-        captures (a driver call, ~1 us of host time): for launches that are never part of the view's own graphs and
-        whose kernel loads the word beside the mask (no GPU time; on the CPU, where nothing is captured, a load per
-        row)."""
-        epoch = self._epoch
-        if (every_launch and self._device.is_cuda) or self._errors.is_capturing():
-            return [epoch.word, epoch.value]
-        return [epoch.word, UNGUARDED]
+        data = self._data
+        params = [tags, data.count, rows.indices, rows.count, *data.guard(), data.slots, self._errors.status]
+        return ("invert_check", _invert_check, max(data.count, rows.count), params)
 
     def _read_scales(self, attr: str, rows: Rows, scale_out: wp.array) -> None:
-        with self._fabric.lock:
+        data, launches = self._data, self._launches
+        with data.fabric.lock:
             try:
-                self._refresh(parents=False)
-                mats, tags = self._arrays[attr], self._arrays[self._tag]
+                data.refresh(parents=False)
+                count = data.count
+                mats, tags = data.arrays[attr], data.arrays[data.tag]
                 status = self._errors.status
                 if rows.kind == ALL:
-                    self._launch_recorded(f"scales:{attr}", _scatter_scales, self.count,
-                                          [tags, mats, self._no_mask, 0], [scale_out, status])  # fmt: skip
+                    launches.recorded(f"scales:{attr}", _scatter_scales, count, [tags, mats, data.no_mask, 0],
+                                      [scale_out, status])  # fmt: skip
                 elif rows.kind == MASK:
-                    self._launch_cmd(("scales_masked", attr), _scatter_scales, self.count,
-                                     [tags, mats, rows.mask, 1, *self._guard(every_launch=True), scale_out,
+                    launches.command(("scales_masked", attr), _scatter_scales, count,
+                                     [tags, mats, rows.mask, 1, *data.guard(every_launch=True), scale_out,
                                       status])  # fmt: skip
                 else:
                     where = (rows.count, address(rows.indices), address(scale_out), narrow_key(rows))
-                    self._run_steps(("gather_scales", attr), where, lambda: [
-                        *self._narrow_steps(rows),
+                    launches.run(("gather_scales", attr), where, lambda: [
+                        *narrow_steps(rows, count),
                         self._invert_check(tags, rows),
-                        (("gather_scales", attr), _gather_scales, rows.count, [mats, self._slots, self.count,
-                         rows.indices, *self._guard(), scale_out, status], PUBLISHES),
+                        (("gather_scales", attr), _gather_scales, rows.count, [mats, data.slots, count,
+                         rows.indices, *data.guard(), scale_out, status], PUBLISHES),
                     ])  # fmt: skip
             finally:
-                self._release_selections()
+                data.release()
 
     def _read_world_poses(self, rows: Rows, pos_out: wp.array, quat_out: wp.array) -> None:
         self._read_poses(WORLD_MATRIX, rows, pos_out, quat_out)
@@ -367,16 +335,28 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         """World poses with each orientation right-multiplied by ``offset`` in the same launch (camera frames)."""
         self._read_poses(WORLD_MATRIX, rows, pos_out, quat_out, offset)
 
-    # ---------------------------------------------------------------- writes
+    # ---------------------------------------------------------------- writes (the writer: frameview.fabric.writes)
 
     def _write_world_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
-        self._write(rows, in_world=True, pos=pos, quat=quat)
+        self._writer.write(rows, True, pos, quat, None)
 
     def _write_local_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
-        self._write(rows, in_world=False, pos=pos, quat=quat)
+        self._writer.write(rows, False, pos, quat, None)
 
     def _write_local_scales(self, rows: Rows, scales: wp.array) -> None:
-        self._write(rows, in_world=False, scale=scales)
+        self._writer.write(rows, False, None, None, scales)
+
+    def _write(
+        self,
+        rows: Rows,
+        *,
+        in_world: bool,
+        pos: wp.array | None = None,
+        quat: wp.array | None = None,
+        scale: wp.array | None = None,
+    ) -> None:
+        """The combined write writer scopes use (:mod:`frameview.writers`): every component in one solve."""
+        self._writer.write(rows, in_world, pos, quat, scale)
 
     # ---------------------------------------------------------------- visibility (host path, see frameview.visibility)
 
@@ -393,7 +373,7 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
         """The paths of view prims ``rows``; ``RuntimeError`` (recreate the view) when the stage or a prim is gone."""
         if not self._fabric.is_alive():
             raise RuntimeError(f"{self!r}: its stage was released; create the view again on a live stage")
-        paths = self._visibility_paths(rows)
+        paths = visibility_paths(self.prim_paths, rows)
         missing = self._fabric.missing_prims(paths)
         if missing:
             reason = getattr(self._fabric, "lost_reason", lambda _path: None)
@@ -406,11 +386,9 @@ class FabricFrameView(SelectionsMixin, WritesMixin, LaunchingMixin, BaseFrameVie
 
     def _release(self) -> None:
         """Remove both tags from every tagged prim, in one batch each."""
-        self._launches.clear()
-        self._requests.clear()
-        self._arrays.clear()
-        self._columns.clear()
-        self._capture_stream = None  # the device's, shared (frameview._launch.capture_stream): kept
+        self._launches.close()
+        self._writer.close()
+        self._data.clear()
         fabric = self._fabric
         if not fabric.is_alive():
             return

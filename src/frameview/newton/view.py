@@ -300,7 +300,7 @@ class NewtonFrameView(BaseFrameView):
         anchored on another; no host round trip). The key holds the store's node count: a graph made before frames
         were added would neither refresh them nor know that they may be anchored."""
         store, status = self._store, self._errors.status
-        new_local = self._outputs("newton_new_local", wp.mat44d, rows.count)  # scratch, one row per request row
+        new_local = self._args.outputs("newton_new_local", wp.mat44d, rows.count)  # scratch, one row per request row
         body_q = self._body_q() if in_world else self._no_bodies
         name = ("write", in_world, rows.kind, pos is None, quat is None, scale is None)
         key = (
