@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import warp as wp
 
-from ._interop import as_torch
-from ._launch import RecordedLaunch
+from ._core.interop import as_torch
+from ._core.launch import RecordedLaunch
 
 if TYPE_CHECKING:
     import torch

@@ -1,9 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The writer scopes themselves: :class:`XformSpaceWriter` and its world / local variants.
+"""Writer scopes: Isaac Lab 3's ``xform_world_space_writer`` / ``xform_local_space_writer`` of every backend
+(:class:`~frameview.BaseFrameView`).
 
-A scope validates each write at once, copies it, combines writes to the same rows and hands the combined write to
-the view when it flushes (:class:`~frameview.BaseFrameView` opens scopes; its
-:class:`~frameview.writers.WriteStager` stages writes).
+A writer scope batches the writes of one space::
+
+    with view.xform_world_space_writer() as w:
+        w.set_poses(positions=p, orientations=q, indices=env_ids)
+        w.set_scales(s, indices=env_ids)
+    # one solve of both writes: local matrices, world matrices and descendants derived once
+
+Each write is validated when it is made (shapes, dtypes, indices, non-finite values raise at once, as for the view's
+setters) and its data copied, then held; writes to the same rows are combined into one backend write, which runs
+when the scope flushes: on exit, before a writer getter, and before a write to other rows. See
+:class:`XformSpaceWriter` for what is combined and what goes through at once.
+
+The view opens the scopes and applies their combined writes; its ``_stager``
+(:class:`~frameview._core.write_stager.WriteStager`) validates the held writes.
 """
 
 from __future__ import annotations
@@ -18,16 +30,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import warp as wp
 
-from ._launch import RecordedLaunch, block_dim_for
-from ._rows import ALL, INDEXED, MASK, Rows
-from .kernels.arguments import stash_write
+from ._core.launch import RecordedLaunch, block_dim_for
+from ._core.rows import ALL, INDEXED, MASK, Rows
+from .kernels.argument_checks import stash_write
 
 if TYPE_CHECKING:
     from .base import BaseFrameView
 
 __all__ = ["PendingWrite", "XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter"]
 
-logger = logging.getLogger("frameview.writers")  # the logger these scopes used before the split
+logger = logging.getLogger(__name__)
 
 _WriterT = TypeVar("_WriterT", bound="XformSpaceWriter")
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The argument handling every view shares: rows (all / indices / mask) and data, checked once at the boundary.
 
-:class:`Arguments` (a view's ``_args``) turns a call's ``indices`` / ``mask`` into :class:`~frameview._rows.Rows`
+:class:`Arguments` (a view's ``_args``) turns a call's ``indices`` / ``mask`` into :class:`~frameview._core.rows.Rows`
 (host indices checked on the host and staged into a device buffer, device indices used as they are or narrowed to
 int32 in one launch, masks kept as masks), hands out the view-owned output buffers, and coerces pose and scale data
 to the kernels' dtype on the view's device (host data checked on the host, device data by the kernels or one check
@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from ._device_errors import CODE_ZERO_QUATERNION, DeviceErrors, outside_capture, split_status
-from ._interop import borrow_indices, borrow_mask, borrow_rows, borrow_rows_on, rows_view, torch_on
-from ._launch import RecordedLaunch, block_dim_for
-from ._rows import ALL, INDEXED, MASK, Rows, is_torch_tensor
-from ._staging import HostStaging, call_bytes
+from ..kernels.argument_checks import INDEX_DTYPES, check_values, narrow_kernel
+from .device_errors import CODE_ZERO_QUATERNION, DeviceErrors, outside_capture, split_status
 from .host import CAPTURE_LOCK, to_numpy
-from .kernels.arguments import INDEX_DTYPES, check_values, narrow_kernel
+from .host_staging import HostStaging, call_bytes
+from .interop import borrow_indices, borrow_mask, borrow_rows, borrow_rows_on, rows_view, torch_on
+from .launch import RecordedLaunch, block_dim_for
+from .rows import ALL, INDEXED, MASK, Rows, is_torch_tensor
 
 __all__ = ["Arguments", "ArrayLike", "IndicesLike", "MaskLike"]
 
@@ -402,7 +402,7 @@ class Arguments:
 
     def _staged_rows(self, host: np.ndarray, name: str, dtype: Any) -> wp.array:
         """Checked host rows ((M, width) NumPy) on the view's CUDA device as (M,) ``dtype``, through the view's
-        staging buffers (:class:`~frameview._staging.HostStaging`): no allocation, one copy per call; the device
+        staging buffers (:class:`~.host_staging.HostStaging`): no allocation, one copy per call; the device
         rows are read by this call's launches (or copied by a writer scope) before the next call's copy."""
         return self._staging().put(name, np.asarray(host, dtype=np.float32), dtype)
 

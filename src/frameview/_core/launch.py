@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
-from .fabric.epoch import UNGUARDED
+from ..fabric.epoch import UNGUARDED
 from .host import CAPTURE_LOCK
 
 if TYPE_CHECKING:
-    from ._device_errors import DeviceErrors
-    from .fabric.epoch import LayoutEpoch
+    from ..fabric.epoch import LayoutEpoch
+    from .device_errors import DeviceErrors
 
 __all__ = [
     "PUBLISHES",
@@ -162,7 +162,7 @@ _CAPTURE_STREAMS: dict[str, wp.Stream | None] = {}
 
 def capture_stream(device: Any) -> wp.Stream | None:
     """The device's shared non-blocking stream for the views' own captures (None where none can be made). Every
-    capture on it runs under :data:`~frameview.host.CAPTURE_LOCK`, so the views of all threads can share it."""
+    capture on it runs under :data:`~frameview._core.host.CAPTURE_LOCK`, so the views of all threads can share it."""
     name = str(device)
     with CAPTURE_LOCK:
         if name not in _CAPTURE_STREAMS:
@@ -362,7 +362,7 @@ _UNSET = object()
 class LaunchCache:
     """The launches of one view.
 
-    Every launch goes through a :class:`~frameview._launch.RecordedLaunch` kept per call name and step (only the
+    Every launch goes through a :class:`~frameview._core.launch.RecordedLaunch` kept per call name and step (only the
     arguments that changed since the name's previous call are re-packed), so calls of different shapes (all rows,
     indices, a mask; plain or camera reads) never re-pack each other's arguments.
 
@@ -373,7 +373,7 @@ class LaunchCache:
     (see :func:`address`); what it leaves out must stay fixed for the view's life. The last ``per_name`` keys of
     each name are kept (least recently used dropped): a loop swapping two states replays one graph per state.
     Inside the caller's own capture (``errors.is_capturing()``) the launches are made as they are, captured there.
-    On CUDA every launch runs with the views' small blocks (:func:`~frameview._launch.block_dim_for`).
+    On CUDA every launch runs with the views' small blocks (:func:`~frameview._core.launch.block_dim_for`).
 
     Args:
         device: The view's Warp device.

@@ -1,22 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Writer scopes (Isaac Lab 3's ``xform_world_space_writer`` / ``xform_local_space_writer``), world scales and the
-``get_scales`` / ``set_scales`` aliases of every backend (:class:`~frameview.BaseFrameView`).
+"""Internal: :class:`WriteStager` (a view's ``_stager``): a write that the view does not make at once (a writer
+scope's, or ``set_world_scales``') validated when it is made and its rows described.
 
-A writer scope batches the writes of one space::
-
-    with view.xform_world_space_writer() as w:
-        w.set_poses(positions=p, orientations=q, indices=env_ids)
-        w.set_scales(s, indices=env_ids)
-    # one solve of both writes: local matrices, world matrices and descendants derived once
-
-Each write is validated when it is made (shapes, dtypes, indices, non-finite values raise at once, as for the view's
-setters) and its data copied, then held; writes to the same rows are combined into one backend write, which runs
-when the scope flushes: on exit, before a writer getter, and before a write to other rows. See
-:class:`XformSpaceWriter` for what is combined and what goes through at once.
-
-This module holds :class:`WriteStager` (a view's ``_stager``: a held write validated, its rows described); the
-view's methods open the scopes and apply the writes, and the scope classes live in :mod:`frameview.writer_scopes`
-(re-exported here).
+The view's methods open the scopes and apply the writes (:class:`~frameview.BaseFrameView`); the scopes are in
+:mod:`frameview.writers`.
 """
 
 from __future__ import annotations
@@ -28,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
-from ._rows import ALL, MASK, Rows
+from ..writers import PendingWrite
 from .arguments import check_host_rows
 from .host import to_numpy
-from .writer_scopes import PendingWrite, XformLocalSpaceWriter, XformSpaceWriter, XformWorldSpaceWriter
+from .rows import ALL, MASK, Rows
 
 if TYPE_CHECKING:
     from .arguments import Arguments
 
-__all__ = ["WriteStager", "XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter"]
+__all__ = ["WriteStager"]
 
 
 def _host_copy(value: Any) -> np.ndarray | None:
@@ -57,7 +44,7 @@ class WriteStager:
     ``_stager``.
 
     Args:
-        args: The view's row resolver (:class:`~frameview.arguments.Arguments`).
+        args: The view's row resolver (:class:`~frameview._core.arguments.Arguments`).
         device: The view's Warp device.
         device_rows: Whether the backend takes device indices and masks as they are (its kernels check them).
         prim_paths: The view's prims, in view order.

@@ -25,8 +25,8 @@ except ImportError as exc:  # newton and usd-core are the optional extra framevi
         name=exc.name,
     ) from exc
 
-from .._launch import LaunchCache, OffsetKeys, address
-from .._rows import INDEXED, MASK, Rows
+from .._core.launch import LaunchCache, OffsetKeys, address
+from .._core.rows import INDEXED, MASK, Rows
 from ..base import BaseFrameView
 from ..kernels.requests import WriteRequests
 from .frames import FrameStore, frame_store

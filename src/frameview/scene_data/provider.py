@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._rows import is_torch_tensor
-from ..host import to_numpy
+from .._core.host import to_numpy
+from .._core.rows import is_torch_tensor
 from .checks import (  # noqa: F401  (_as_*: re-exported, they lived here before the split)
     Source,
     TransformSource,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from ..stage import LOCAL_MATRIX, WORLD_MATRIX
+from ...stage import LOCAL_MATRIX, WORLD_MATRIX
 
 __all__ = ["FollowPlan"]
 
@@ -37,7 +37,7 @@ class FollowPlan:
     (``fabric/write_kernels._commit_follow``).
 
     Args:
-        model: The :class:`~frameview.fabric.memory.MemoryFabricStage`.
+        model: The :class:`~frameview.fabric.providers.memory.MemoryFabricStage`.
         paths: The view's prim paths (view order).
     """
 

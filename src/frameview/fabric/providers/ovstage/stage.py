@@ -42,9 +42,11 @@ import ovstage
 import warp as wp
 from ovstage import AttributeSemantic, HierarchyRelation
 
-from ..host import to_numpy
-from ..visibility import compute_visibility
-from .ovstage_core import (  # noqa: F401  (_-names: re-exported, they lived here before the split)
+from ...._core.host import to_numpy
+from ....visibility import compute_visibility
+from ...stage import LOCAL_MATRIX, RESET_XFORM_STACK, WORLD_MATRIX, nearest_xform_ancestors, parent_path
+from .. import ovstage_version_problem
+from .core import (  # noqa: F401  (_-names: re-exported, they lived here before the split)
     _EXISTS_TTL_S,
     _PATH_LISTS,
     LATEST,
@@ -55,7 +57,7 @@ from .ovstage_core import (  # noqa: F401  (_-names: re-exported, they lived her
     _prim_indices,
     index_map,
 )
-from .ovstage_selection import (  # noqa: F401
+from .selection import (  # noqa: F401
     _KINDS,
     _MATRIX_KIND,
     _UINT_KIND,
@@ -66,8 +68,6 @@ from .ovstage_selection import (  # noqa: F401
     _kind,
     _worlds_match,
 )
-from .providers import ovstage_version_problem
-from .stage import LOCAL_MATRIX, RESET_XFORM_STACK, WORLD_MATRIX, nearest_xform_ancestors, parent_path
 
 __all__ = ["RESET_XFORM_STACK", "USD_PATH", "OvstageFabricStage", "OvstageSelection", "attach"]
 
