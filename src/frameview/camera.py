@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from ._core.arguments import unwrap
 from ._core.host import to_numpy
+from ._core.values import unwrap
 from .base import BaseFrameView
 
 __all__ = ["CAMERA_CONVENTIONS", "CameraPoses", "convert_camera_orientations"]

@@ -16,9 +16,9 @@ import numpy as np
 import warp as wp
 
 from ..writers import PendingWrite
-from .arguments import check_host_rows
 from .host import to_numpy
 from .rows import ALL, MASK, Rows
+from .values import check_host_rows
 
 if TYPE_CHECKING:
     from .arguments import Arguments

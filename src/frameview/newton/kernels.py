@@ -7,7 +7,7 @@ rotation (:func:`refresh_offsets`, rerun whenever ``local`` changes: by a write'
 no frame is anchored on another, else by a fourth launch over every frame).
 Every kernel takes the rows of a call as ``(view_node, count, kind, indices, mask)`` (all, int32 indices checked
 here, or a mask). Launched by :class:`~frameview.newton.view.NewtonFrameView` through
-:class:`~frameview._core.launch.LaunchCache`.
+:class:`~frameview._core.launch_caches.LaunchCache`.
 """
 
 from __future__ import annotations
