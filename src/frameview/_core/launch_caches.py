@@ -35,7 +35,7 @@ class FabricLaunches:
     """The launches of a :class:`~frameview.fabric.view.FabricFrameView`: recorded launches, CUDA graphs of its calls.
 
     One cache holds the recorded launches (:meth:`recorded`, :meth:`command`) and the call graphs (:meth:`run`); the
-    view's Fabric data (:class:`~frameview.fabric.selections.FabricData`) drops it with the fabric arrays on a bucket
+    view's Fabric data (:class:`~frameview.fabric.data.FabricData`) drops it with the fabric arrays on a bucket
     change, the only time what the launches read of the view changes.
 
     Args:

@@ -6,7 +6,7 @@ Every managed prim carries ``frameview:<uid>:index`` (its view index) and every 
 access the view->slot table is rebuilt from live Fabric data by inverting the tag column in one Warp launch: there
 is no cache to invalidate, and a count mismatch raises instead of reading another prim.
 
-The view is one class that owns its parts, each built from explicit inputs: :class:`~.selections.FabricData` (the
+The view is one class that owns its parts, each built from explicit inputs: :class:`~.data.FabricData` (the
 selections, fabric arrays and slot tables, ``_data``), :class:`~frameview._core.launch_caches.FabricLaunches` (recorded
 launches, CUDA graphs, ``_launches``), :class:`~.write_path.FabricWriter` (the write path, ``_writer``) and
 :class:`~frameview._core.rows.MaskCompaction` (CPU masks, ``_compact``); the reads are its own. Elsewhere:
@@ -32,6 +32,7 @@ from .._core.rows import ALL, MASK, MaskCompaction, Rows
 from ..base import BaseFrameView
 from ..kernels.slots import invert_tag_column
 from ..visibility import visibility_paths
+from .data import FabricData
 from .epoch import layout_changed, layout_epoch
 from .lifecycle import DEFERRED_TAGS as _DEFERRED_TAGS
 from .lifecycle import Lifecycle as _Lifecycle
@@ -46,7 +47,6 @@ from .read_kernels import (
     _scatter_poses,
     _scatter_scales,
 )
-from .selections import FabricData
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 from .write_kernels import STAGE_ALL, _stage_write
 from .write_path import FabricWriter

@@ -30,22 +30,10 @@ from .._core.rows import Rows
 from ..base import BaseFrameView
 from ..kernels.transforms import WRITE_NOT_FINITE, WRITE_OK, WRITE_SHEAR, WRITE_SINGULAR_PARENT, decompose_matrices
 from ..visibility import INVISIBLE, VISIBLE, PxrVisibilityTree, plan_visibility
-from .author import (  # noqa: F401  (re-exported: these lived here before the split)
-    _OP_NAMES,
-    _ORIENT,
-    _QUAT_TYPES,
-    _SCALE,
-    _STANDARD_OP_NAMES,
-    _TRANSFORM,
-    _TRANSLATE,
-    _VEC3_TYPES,
-    _quat_value,
-    _rotation_for_scale,
-    _standard_ops,
-    _vec3_value,
+from .author import (
     author_local,
 )
-from .solve import UsdWriteSolver, _axis_scales, _nesting_levels, _solve_writes  # noqa: F401
+from .solve import UsdWriteSolver
 
 __all__ = ["UsdFrameView"]
 

@@ -95,7 +95,7 @@ class FollowPlan:
     def flat_columns(self) -> tuple[Any, Any, wp.array]:
         """What ``_commit_flat`` indexes: the local and world columns and the ``follow_slot`` table into them. Plain
         arrays over one bucket when every descendant lies in that bucket (no bucket lookup per access, as
-        :func:`frameview.fabric.selections.plain_column`), else :meth:`columns` and :attr:`follow_slot`."""
+        :func:`frameview.fabric.data.plain_column`), else :meth:`columns` and :attr:`follow_slot`."""
         return self._flat
 
     def _flat_columns(self, model: Any, table: np.ndarray) -> None:

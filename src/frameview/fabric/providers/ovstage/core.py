@@ -4,7 +4,7 @@
 :class:`StageCore` owns the per-stage lock, the ordinal counter (write floors and seals), the interned path lists,
 the ``has_prim`` listing batch and the read groups pinned by selections; its query methods read attributes of a
 path list in one call (O(list), never O(stage)). The helpers below turn ovstage read groups into NumPy index arrays.
-Used by :mod:`.stage` (the provider facade) and :mod:`.selection`.
+Used by :mod:`.fabric_stage` (the provider facade) and :mod:`.selection`.
 """
 
 from __future__ import annotations

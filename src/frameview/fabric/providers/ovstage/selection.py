@@ -21,7 +21,7 @@ from ...stage import COLUMN_TYPES, WORLD_MATRIX, column_type
 from .core import LATEST, StageCore, group_array, group_values, index_map
 
 if TYPE_CHECKING:
-    from .stage import OvstageFabricStage
+    from .fabric_stage import OvstageFabricStage
 
 __all__ = ["OvstageSelection"]
 
@@ -318,17 +318,3 @@ def _kind(g: Any) -> tuple[int, int, tuple[int, ...]]:
     t = g.tensor(0)
     lanes = int(t.dtype.lanes)
     return (int(t.dtype.code), int(t.dtype.bits), tuple(t.shape_tuple[1:]) + ((lanes,) if lanes > 1 else ()))
-
-
-# the DLPack-keyed table and helpers of the provider facade (frameview.fabric.providers.ovstage.stage)
-_KINDS = {kind: COLUMN_TYPES[name] for kind, name in _KIND_TYPES.items()}
-_MATRIX_KIND = _TYPE_KINDS["matrix4d"]
-_UINT_KIND = _TYPE_KINDS["uint"]
-
-
-def _default_kind(name: str) -> tuple[int, int, tuple[int, ...]]:
-    return _TYPE_KINDS[column_type(name)]
-
-
-def _worlds_match(core: StageCore, selection: OvstageSelection, written: np.ndarray) -> bool:
-    return selection.worlds_match(written)
