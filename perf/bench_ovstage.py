@@ -73,7 +73,7 @@ def peak_rss_gib() -> float:
 
 def build_memory(arrays: SceneArrays, device: str) -> tuple[Any, dict]:
     """The embedded model from the arrays."""
-    from frameview.fabric.memory import MemoryFabricStage
+    from frameview.fabric.providers.memory import MemoryFabricStage
 
     t0 = time.perf_counter()
     model = MemoryFabricStage.from_arrays(
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                     fabric, facts = build_memory(arrays, args.device)
                     stage = fabric
                 else:
-                    from frameview.fabric.ovstage import attach
+                    from frameview.fabric.providers.ovstage import attach
 
                     stage, facts = build_ovstage(arrays)
                     fabric = attach(stage, args.device)

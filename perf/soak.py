@@ -133,7 +133,7 @@ def build_scene(envs: int, filler: int, seed: int) -> Scene:
 
 def run(envs: int, prims: int, resets: int, device: str = "cpu", seed: int = 0, sample: int = 50) -> dict:
     """Build the scene, measure its memory, run the reset loop; returns the results (see the module docstring)."""
-    from frameview.fabric.memory import MemoryFabricStage
+    from frameview.fabric.providers.memory import MemoryFabricStage
     from frameview.fabric.view import FabricFrameView
 
     filler = max(0, prims - 2 - 3 * envs)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Helpers for the ovstage tests: pxr stages copied into ovstage, and raw ovstage reads that bypass frameview.
 
-Everything here talks to ovstage directly (never through :mod:`frameview.fabric.ovstage`), so tests can check the
+Everything here talks to ovstage directly (never through the ovstage provider), so tests can check the
 provider against what Fabric really holds.
 """
 

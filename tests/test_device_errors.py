@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The status-word protocol of device errors (``frameview._device_errors.DeviceErrors``), run on the CPU.
+"""The status-word protocol of device errors (``frameview._core.device_errors.DeviceErrors``), run on the CPU.
 
 On CUDA a call that can fail ends with a kernel that counts it and stores ``(calls, status)`` into pinned memory;
 the host counts the same calls and names the failing one from the word. Warp's CPU launches are synchronous, so the
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import warp as wp
 
-from frameview._device_errors import STATUS_CODES, STATUS_OK, DeviceErrors, split_status
+from frameview._core.device_errors import STATUS_CODES, STATUS_OK, DeviceErrors, split_status
 
 
 class _FailedError(Exception):

@@ -22,7 +22,7 @@ import numpy as np
 from pxr import Usd, UsdGeom
 
 import frameview as fv
-from frameview.fabric.memory.storage import MemorySelection
+from frameview.fabric.providers.memory.storage import MemorySelection
 
 stage = Usd.Stage.CreateInMemory()
 for i in range(3):

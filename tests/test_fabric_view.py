@@ -13,7 +13,7 @@ from helpers import build_env_stage, decompose_all, xform_cache_world
 from pxr import Gf, Sdf, UsdGeom
 
 import frameview as fv
-from frameview.fabric.memory import MemoryFabricStage, attach
+from frameview.fabric.providers.memory import MemoryFabricStage, attach
 from frameview.fabric.stage import LOCAL_MATRIX, WORLD_MATRIX
 
 CAMERAS = "/World/envs/env_.*/Robot/Camera"

@@ -19,6 +19,7 @@ import warp as wp
 from pxr import Gf, Usd, UsdGeom
 
 import frameview as fv
+import frameview._core.isaaclab_adapter as fv_isaaclab_adapter
 import frameview.isaaclab as fv_isaaclab
 
 CHILD_OFFSET = (0.1, 0.0, 0.05)
@@ -155,7 +156,7 @@ def fake_isaaclab(monkeypatch: pytest.MonkeyPatch) -> Any:
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(fv_isaaclab, "_classes", {})
-    monkeypatch.setattr(fv_isaaclab, "_writers", {})
+    monkeypatch.setattr(fv_isaaclab_adapter, "_writers", {})  # the scope classes made over the fake Isaac Lab
     _NewtonManager.model, _NewtonManager.callbacks = None, []
     stage = Usd.Stage.CreateInMemory()
     for i in range(3):

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from frameview.fabric.memory import MemoryFabricStage
+from frameview.fabric.providers.memory import MemoryFabricStage
 from frameview.fabric.stage import LOCAL_MATRIX, WORLD_MATRIX
 
 PATHS = ["/World", "/World/a", "/World/a/cam", "/World/b", "/World/b/cam"]

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The Newton view's cached launches and CUDA graphs never read a stale state (frameview._launch.LaunchCache).
+"""The Newton view's cached launches and CUDA graphs never read a stale state (``_core/launch_caches.py`` LaunchCache).
 
 A graph holds the pointers it was captured with, so the view replays one only for the addresses it was captured for
 (``body_q``, the caller's indices, mask and data, its outputs, the frame store's arrays). On the CPU, Warp has no
@@ -29,7 +29,7 @@ POS_ATOL = 1e-5
 
 def frozen_launches():
     """A LaunchCache whose "graphs" are launches frozen with the arguments of the call that made them."""
-    from frameview._launch import LaunchCache
+    from frameview._core.launch_caches import LaunchCache
 
     class FrozenLaunches(LaunchCache):
         def _graphs_enabled(self) -> bool:

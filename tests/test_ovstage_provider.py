@@ -37,7 +37,7 @@ from pxr import Gf, Usd, UsdGeom, UsdShade
 import frameview as fv
 
 try:
-    from frameview.fabric.ovstage import attach
+    from frameview.fabric.providers.ovstage import attach
 except ImportError:  # ovstage missing: every test is skipped by requires_ovstage
     attach = None
 

@@ -34,7 +34,7 @@ def test_unknown_version_is_refused() -> None:
 @requires_ovstage
 def test_attach_refuses_an_old_ovstage(monkeypatch: pytest.MonkeyPatch) -> None:
     """attach() raises ImportError (naming ovstage) before touching a stage when the library is too old."""
-    import frameview.fabric.ovstage as fv_ovstage
+    import frameview.fabric.providers.ovstage.fabric_stage as fv_ovstage
 
     monkeypatch.setattr(fv_ovstage, "_library_version", lambda: (0, 2, 0))
     with pytest.raises(ImportError, match=r"needs ovstage >= 0\.2\.1, found 0\.2\.0") as info:

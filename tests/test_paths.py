@@ -15,7 +15,7 @@ from pxr import Gf, Sdf, Usd, UsdGeom
 
 import frameview
 import frameview as fv
-from frameview.fabric.memory import attach as attach_memory
+from frameview.fabric.providers.memory import attach as attach_memory
 from frameview.paths import PrimTree, resolve_prim_paths
 
 _NAMES = ["World", "env_0", "env_1", "env_2", "env_10", "env_x", "Robot", "Camera", "a", "a_1", "_b", "B2", "c0d"]

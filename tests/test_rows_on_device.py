@@ -53,7 +53,7 @@ def mask_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """Fabric views on the CPU compact a masked write's rows before launching; ``"mask"`` turns that off, so the
     kernels' MASK path (the one CUDA takes) runs on the CPU too."""
     if request.param == "mask":
-        from frameview._rows import MaskCompaction
+        from frameview._core.rows import MaskCompaction
 
         monkeypatch.setattr(MaskCompaction, "enabled", False)
     return request.param

@@ -23,7 +23,7 @@ from helpers import (
 from pxr import Gf, Sdf, Tf, Usd, UsdGeom
 
 import frameview as fv
-import frameview.usd
+import frameview.usd.view
 
 N = 4
 ROBOTS = "/World/envs/env_.*/Robot"
@@ -56,7 +56,7 @@ def test_backend_and_stage(device: str) -> None:
     with fv.UsdFrameView(ROBOTS, stage=stage, device=device) as view:
         assert view.backend == "usd" and view.stage is stage
         assert "UsdFrameView" in repr(view) and "'usd'" in repr(view)
-    assert doctest.testmod(frameview.usd, verbose=False).failed == 0
+    assert doctest.testmod(frameview.usd.view, verbose=False).failed == 0
 
 
 @pytest.mark.parametrize("bad", [None, "stage.usda", Sdf.Layer.CreateAnonymous()], ids=["none", "str", "layer"])

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The usdrt provider (frameview.fabric.usdrt) on the CI stand-in for usdrt: what is specific to it.
+"""The usdrt provider (frameview.fabric.providers.usdrt) on the CI stand-in for usdrt: what is specific to it.
 
 The shared contract runs on it too (tests/contract, backend "usdrt"). What the stand-in cannot confirm is listed in
 docs/usdrt.md.
@@ -21,7 +21,7 @@ from helpers import PoseModel, build_env_stage, decompose_all, env_paths, xform_
 from pxr import Gf, Usd, UsdGeom, UsdUtils
 
 import frameview as fv
-from frameview.fabric import usdrt as provider_module
+from frameview.fabric.providers import usdrt as provider_module
 from frameview.fabric.stage import LOCAL_MATRIX, WORLD_MATRIX
 
 ROBOTS = "/World/envs/env_.*/Robot"

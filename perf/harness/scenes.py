@@ -166,7 +166,7 @@ class ProviderSpec:
 
 
 def _build_memory(arrays: SceneArrays, device: str) -> Scene:
-    from frameview.fabric.memory import MemoryFabricStage
+    from frameview.fabric.providers.memory import MemoryFabricStage
 
     t0 = time.perf_counter()
     model = MemoryFabricStage.from_arrays(

@@ -36,8 +36,8 @@ _LAZY_IMPORTS: dict[str, str] = {
     "all_gather_poses": ".distributed",
     "GatheredPoses": ".distributed",
     "rank_device": ".distributed",
-    "to_numpy": ".host",
-    "as_torch": "._interop",
+    "to_numpy": "._core.host",
+    "as_torch": "._core.interop",
 }
 
 __all__ = ["__version__", *sorted(_LAZY_IMPORTS)]
@@ -57,13 +57,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static analysers see the real names
-    from ._interop import as_torch
+    from ._core.host import to_numpy
+    from ._core.interop import as_torch
     from .base import BaseFrameView
     from .camera import CameraPoses, convert_camera_orientations
     from .config import FrameViewCfg, available_backends, make_frame_view, register_backend
     from .distributed import GatheredPoses, all_gather_poses, rank_device
     from .fabric.view import FabricFrameView
-    from .host import to_numpy
     from .newton import NewtonFrameView
     from .paths import PrimTree, resolve_prim_paths
     from .scene_data.mapping import create_mapping

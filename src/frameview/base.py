@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """BaseFrameView: the contract every FrameView backend honours, and the parts every view owns: its row resolver
-(:class:`~frameview.arguments.Arguments`, ``_args``) and the validation of held writes
-(:class:`~frameview.writers.WriteStager`, ``_stager``)."""
+(:class:`~frameview._core.arguments.Arguments`, ``_args``) and the validation of held writes
+(:class:`~frameview._core.write_stager.WriteStager`, ``_stager``)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import warp as wp
 
-from ._device_errors import DeviceErrors, status_error
-from ._rows import INDEXED, MASK, Rows, source_index
-from .arguments import Arguments, ArrayLike, IndicesLike, MaskLike
-from .kernels.arguments import scatter_quat, scatter_vec3
+from ._core.arguments import Arguments, ArrayLike, IndicesLike, MaskLike
+from ._core.device_errors import DeviceErrors, status_error
+from ._core.rows import INDEXED, MASK, Rows, source_index
+from ._core.write_stager import WriteStager
+from .kernels.argument_checks import scatter_quat, scatter_vec3
 from .visibility import visibility_rows, visible_to_numpy
-from .writer_scopes import PendingWrite, XformLocalSpaceWriter, XformSpaceWriter, XformWorldSpaceWriter
-from .writers import WriteStager
+from .writers import PendingWrite, XformLocalSpaceWriter, XformSpaceWriter, XformWorldSpaceWriter
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _ViewT = TypeVar("_ViewT", bound="BaseFrameView")

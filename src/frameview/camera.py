@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .arguments import unwrap
+from ._core.host import to_numpy
+from ._core.values import unwrap
 from .base import BaseFrameView
-from .host import to_numpy
 
 __all__ = ["CAMERA_CONVENTIONS", "CameraPoses", "convert_camera_orientations"]
 

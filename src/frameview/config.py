@@ -133,7 +133,7 @@ def _reject_options(backend: str, options: Mapping[str, Any], accepted: tuple[st
 
 
 def _usd_factory(prim_path: str | Sequence[str], *, stage: Any, device: str, **options: Any) -> Any:
-    from .usd import UsdFrameView
+    from .usd.view import UsdFrameView
 
     _reject_options("usd", options, ())
     return UsdFrameView(prim_path, stage=stage, device=device, **options)

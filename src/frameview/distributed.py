@@ -25,14 +25,24 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import warp as wp
 
-from ._interop import as_torch
-from ._launch import RecordedLaunch
+from ._core.interop import as_torch
+from ._core.launch import RecordedLaunch
+from ._core.torch_collectives import (
+    all_gather_single,
+    comm_device,
+    current_torch_stream,
+    exchange_counts,
+    group_facts,
+    remember,
+    torch_device,
+    torch_modules,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -42,8 +52,6 @@ __all__ = ["GatheredPoses", "all_gather_poses", "rank_device"]
 _WIDTH = 7
 """Floats per gathered row: ``px py pz qx qy qz qw``."""
 
-_TORCH_STREAMS: dict[tuple[int, int], wp.Stream] = {}
-"""Warp wrappers of torch's streams, by (CUDA ordinal, stream handle): made once, not per call."""
 
 _SEND: dict[tuple[int, int], tuple[Any, wp.array]] = {}
 """Send buffers of the CUDA path, by (rows, CUDA ordinal): a torch tensor and its Warp view. Reused: the next call's
@@ -52,15 +60,9 @@ pack runs on Warp's stream after that stream waited for torch's, which the colle
 _SPLIT = (3, _WIDTH - 3)
 """Columns of a gathered row that are the position, and those that are the orientation."""
 
-_TORCH_DEVICES: dict[int, Any] = {}
-"""``torch.device("cuda", ordinal)`` by ordinal: made once, not per call."""
 
 _PACKS: dict[tuple, RecordedLaunch] = {}
 """Recorded pack launches by (input addresses, count, send buffer, rows): a view's outputs are the same each call."""
-
-_GROUPS: dict[int, tuple[Any, int, int, str]] = {}
-"""``(group, world size, rank, backend)`` by ``id(group)`` (the default group's object for ``None``): asking
-``torch.distributed`` costs more host time than the pack. The entry holds the group, so its id stays its own."""
 
 
 @wp.kernel(enable_backward=False)
@@ -186,7 +188,7 @@ def all_gather_poses(
         ValueError: Wrong shapes, the two arrays on different devices or of different lengths, or ``counts`` that
             do not match this rank's count or the group's size.
     """
-    torch, dist = _torch()
+    torch, dist = torch_modules()
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError(
             "all_gather_poses: torch.distributed is not initialised; call torch.distributed.init_process_group "
@@ -194,11 +196,11 @@ def all_gather_poses(
         )
     if hasattr(poses, "get_world_poses"):
         poses = poses.get_world_poses()
-    group, world, rank, backend = _group_facts(group)
+    group, world, rank, backend = group_facts(group)
     own = dst is None or (world == 1 and dst == (rank if group is None else dist.get_rank()))  # all rows here
     if own and backend != "gloo" and _cuda_warp_pair(poses):  # NCCL serves the poses' device
         pos_w, quat_w = poses
-        m, device = pos_w.shape[0], _torch_device(pos_w.device.ordinal)
+        m, device = pos_w.shape[0], torch_device(pos_w.device.ordinal)
         counts = _all_counts(counts, m, world, rank, group, device)
         if max(counts) > 0:
             return _all_gather_cuda(pos_w, quat_w, counts, max(counts), group)
@@ -206,7 +208,7 @@ def all_gather_poses(
     pos, quat, warp_device = _as_tensors(poses)
     device = pos.device
     m = int(pos.shape[0])
-    comm = _comm_device(backend, device)
+    comm = comm_device(backend, device)
     counts = _all_counts(counts, m, world, rank, group, comm)
     receives = dst is None or dst == (rank if group is None else dist.get_rank())
     rows = max(counts)
@@ -219,7 +221,7 @@ def all_gather_poses(
     if world == 1 and receives:  # one rank: the gathered rows are its own (the send buffer is new: the result)
         out = send
     elif dst is None:
-        _all_gather_single(out, send, group)
+        all_gather_single(out, send, group)
     else:
         dist.gather(send, list(out.split(rows)) if out is not None else None, dst=dst, group=group)
     if out is None:
@@ -228,19 +230,6 @@ def all_gather_poses(
     if comm != device:
         positions, orientations = positions.to(device), orientations.to(device)
     return GatheredPoses(positions, orientations, counts)
-
-
-def _group_facts(group: Any) -> tuple[Any, int, int, str]:
-    """``(group, world size, rank in it, backend)``, remembered per group object."""
-    _torch_module, dist = _torch()
-    key = group if group is not None else dist.group.WORLD
-    facts = _GROUPS.get(id(key))
-    if facts is None or facts[0] is not key:
-        if len(_GROUPS) >= 64:
-            _GROUPS.clear()
-        facts = _GROUPS[id(key)] = (key, dist.get_world_size(group), dist.get_rank(group),
-                                    str(dist.get_backend(group)).lower())  # fmt: skip
-    return group, facts[1], facts[2], facts[3]
 
 
 def _cuda_warp_pair(poses: Any) -> bool:
@@ -256,7 +245,7 @@ def _cuda_warp_pair(poses: Any) -> bool:
 
 def _no_rows(device: Any, counts: tuple[int, ...]) -> GatheredPoses:
     """The result of a gather in which no rank has a row."""
-    torch, _dist = _torch()
+    torch, _dist = torch_modules()
     empty = torch.empty((0, _WIDTH), dtype=torch.float32, device=device)
     return GatheredPoses(empty[:, :3], empty[:, 3:], counts)
 
@@ -267,11 +256,11 @@ def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], row
     Warp's stream waits for torch's (the view's next call overwrites ``pos`` / ``quat``, the next gather the send
     buffer). Without the waits where both libraries use one stream."""
     device = pos.device
-    send_tensor, send = _remember(_SEND, (rows, device.ordinal), lambda: _send_buffer(rows, device))
+    send_tensor, send = remember(_SEND, (rows, device.ordinal), lambda: _send_buffer(rows, device))
     warp_stream = wp.get_stream(device)
-    torch_stream = _torch_stream(device)
+    torch_stream = current_torch_stream(device)
     params = [pos, quat, pos.shape[0], send]
-    pack = _remember(_PACKS, (pos.ptr, quat.ptr, pos.shape[0], send.ptr, rows),
+    pack = remember(_PACKS, (pos.ptr, quat.ptr, pos.shape[0], send.ptr, rows),
                      lambda: RecordedLaunch(_pack_rows, rows, params, device))  # fmt: skip
     pack.launch(rows, params, warp_stream)
     same = torch_stream.cuda_stream == warp_stream.cuda_stream
@@ -281,7 +270,7 @@ def _all_gather_cuda(pos: wp.array, quat: wp.array, counts: tuple[int, ...], row
         out = send_tensor.clone()
     else:
         out = send_tensor.new_empty((len(counts) * rows, _WIDTH))  # new each call: the result views it
-        _all_gather_single(out, send_tensor, group)
+        all_gather_single(out, send_tensor, group)
     if not same:
         warp_stream.wait_stream(torch_stream)
     positions, orientations = _unpacked(out, counts, rows)
@@ -294,14 +283,14 @@ def _unpacked(out: torch.Tensor, counts: tuple[int, ...], rows: int) -> tuple[to
 
     Views, not copies: on an H200 host two ``contiguous()`` copies cost ~18 us of host time per gather, a new
     receive tensor and one split ~6 us (``perf/RESULTS.md``)."""
-    torch, _dist = _torch()
+    torch, _dist = torch_modules()
     flat = out if min(counts) == rows else torch.cat([out[r * rows : r * rows + c] for r, c in enumerate(counts)])
     return flat.split_with_sizes(_SPLIT, 1)
 
 
 def _send_buffer(rows: int, device: Any) -> tuple[Any, wp.array]:
     """A (rows, 7) float32 torch tensor on ``device`` and its Warp view (the tensor owns the memory)."""
-    torch, _dist = _torch()
+    torch, _dist = torch_modules()
     tensor = torch.empty((rows, _WIDTH), dtype=torch.float32, device=torch.device("cuda", device.ordinal))
     return tensor, wp.from_torch(tensor)
 
@@ -313,7 +302,7 @@ def _all_counts(
     its own)."""
     if counts is not None:
         return _checked_counts(counts, m, world, rank)
-    return (m,) if world == 1 else _exchange_counts(m, world, group, comm)
+    return (m,) if world == 1 else exchange_counts(m, world, group, comm)
 
 
 def _checked_counts(counts: Sequence[int], m: int, world: int, rank: int) -> tuple[int, ...]:
@@ -331,11 +320,11 @@ def _pack(pos: torch.Tensor, quat: torch.Tensor, rows: int, comm: torch.device, 
 
     Warp inputs on CUDA are ordered against Warp's stream without a host wait: torch's stream waits for the read that
     produced them, and Warp's stream waits for the pack (the view's next call overwrites its buffers)."""
-    torch, _dist = _torch()
+    torch, _dist = torch_modules()
     m = int(pos.shape[0])
     send = torch.empty((rows, _WIDTH), dtype=torch.float32, device=comm)
     warp_stream = wp.get_stream(warp_device) if warp_device is not None and warp_device.is_cuda else None
-    torch_stream = _torch_stream(warp_device) if warp_stream is not None else None
+    torch_stream = current_torch_stream(warp_device) if warp_stream is not None else None
     if torch_stream is not None and torch_stream.cuda_stream != warp_stream.cuda_stream:
         torch_stream.wait_stream(warp_stream)
     else:
@@ -352,32 +341,10 @@ def _pack(pos: torch.Tensor, quat: torch.Tensor, rows: int, comm: torch.device, 
     return send
 
 
-_MODULES: list[tuple[Any, Any]] = []
-"""``(torch, torch.distributed)`` once imported: an import statement costs ~0.5 us even when the module is loaded,
-and a gather asks for them several times."""
-
-
-def _torch() -> tuple[Any, Any]:
-    """``(torch, torch.distributed)``, imported on first use (``import frameview`` never imports torch)."""
-    if _MODULES:
-        return _MODULES[0]
-    try:
-        import torch
-        import torch.distributed as dist
-    except ImportError as exc:
-        raise ImportError(
-            "frameview.all_gather_poses needs torch: pip install 'frameview[torch]' (or any torch build with "
-            "torch.distributed)",
-            name="torch",
-        ) from exc
-    _MODULES.append((torch, dist))
-    return torch, dist
-
-
 def _as_tensors(poses: Any) -> tuple[torch.Tensor, torch.Tensor, Any]:
     """``(positions (M, 3), orientations (M, 4), Warp device or None)`` as float32 torch tensors, zero-copy where the
     input already is float32 (Warp arrays through ``wp.to_torch``)."""
-    torch, _dist = _torch()
+    torch, _dist = torch_modules()
     if not isinstance(poses, (tuple, list)) or len(poses) != 2:
         raise TypeError(
             "poses: expected a FrameView or a (positions, orientations) pair, got "
@@ -408,58 +375,3 @@ def _as_tensors(poses: Any) -> tuple[torch.Tensor, torch.Tensor, Any]:
         raise ValueError(f"positions and orientations: expected the same number of rows, got {pos.shape[0]} and "
                          f"{quat.shape[0]}")  # fmt: skip
     return pos, quat, warp_device
-
-
-def _comm_device(backend: str, device: torch.device) -> torch.device:
-    """Where the collective runs: the poses' device when ``backend`` serves it, else the CPU (gloo) or the current
-    CUDA device (nccl). Mixed backends (``"cpu:gloo,cuda:nccl"``) serve both."""
-    torch, _dist = _torch()
-    backend = backend.lower()
-    if device.type == "cuda" and backend == "gloo":
-        return torch.device("cpu")
-    if device.type == "cpu" and backend == "nccl":
-        return torch.device("cuda", torch.cuda.current_device())
-    return device
-
-
-def _exchange_counts(m: int, world: int, group: Any, comm: torch.device) -> tuple[int, ...]:
-    """Every rank's row count (one small all_gather; reading it back waits for the collective)."""
-    torch, _dist = _torch()
-    mine = torch.full((1,), m, dtype=torch.int64, device=comm)
-    every = torch.empty(world, dtype=torch.int64, device=comm)
-    _all_gather_single(every, mine, group)
-    return tuple(int(c) for c in every.tolist())
-
-
-def _all_gather_single(out: torch.Tensor, send: torch.Tensor, group: Any) -> None:
-    """``out`` (world * rows, ...) <- every rank's ``send`` (rows, ...), in rank order, in one collective."""
-    _torch_module, dist = _torch()
-    gather = getattr(dist, "all_gather_single", None)  # torch >= 2.13; all_gather_into_tensor before
-    if gather is None:
-        gather = dist.all_gather_into_tensor
-    gather(out, send, group=group)
-
-
-def _torch_stream(device: Any) -> wp.Stream:
-    """Torch's current stream on a CUDA Warp device, as a Warp stream (wrappers are kept: no per-call event). The
-    raw handle comes from torch's C binding where the build has it (~1 us less than ``torch.cuda.current_stream``)."""
-    torch, _dist = _torch()
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    handle = int(raw(device.ordinal)) if raw is not None else int(torch.cuda.current_stream(device.ordinal).cuda_stream)
-    return _remember(_TORCH_STREAMS, (device.ordinal, handle), lambda: wp.Stream(device, cuda_stream=handle))
-
-
-def _torch_device(ordinal: int) -> Any:
-    """``torch.device("cuda", ordinal)``, made once per ordinal."""
-    torch, _dist = _torch()
-    return _remember(_TORCH_DEVICES, ordinal, lambda: torch.device("cuda", ordinal))
-
-
-def _remember(cache: dict, key: Any, make: Callable[[], Any], limit: int = 64) -> Any:
-    """``cache[key]``, made by ``make()`` on a miss; the cache is emptied when it reaches ``limit`` entries."""
-    value = cache.get(key)
-    if value is None:
-        if len(cache) >= limit:
-            cache.clear()
-        value = cache[key] = make()
-    return value

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import warp as wp
 
-from ._rows import ALL
-from .host import to_numpy
+from ._core.host import to_numpy
+from ._core.rows import ALL
 
 if TYPE_CHECKING:
-    from .arguments import Arguments
+    from ._core.arguments import Arguments
 
 __all__ = [
     "INVISIBLE",

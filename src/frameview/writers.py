@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Writer scopes (Isaac Lab 3's ``xform_world_space_writer`` / ``xform_local_space_writer``), world scales and the
-``get_scales`` / ``set_scales`` aliases of every backend (:class:`~frameview.BaseFrameView`).
+"""Writer scopes: Isaac Lab 3's ``xform_world_space_writer`` / ``xform_local_space_writer`` of every backend
+(:class:`~frameview.BaseFrameView`).
 
 A writer scope batches the writes of one space::
 
@@ -14,126 +14,359 @@ setters) and its data copied, then held; writes to the same rows are combined in
 when the scope flushes: on exit, before a writer getter, and before a write to other rows. See
 :class:`XformSpaceWriter` for what is combined and what goes through at once.
 
-This module holds :class:`WriteStager` (a view's ``_stager``: a held write validated, its rows described); the
-view's methods open the scopes and apply the writes, and the scope classes live in :mod:`frameview.writer_scopes`
-(re-exported here).
+The view opens the scopes and applies their combined writes; its ``_stager``
+(:class:`~frameview._core.write_stager.WriteStager`) validates the held writes.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import sys
-from typing import TYPE_CHECKING, Any
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import warp as wp
 
-from ._rows import ALL, MASK, Rows
-from .arguments import check_host_rows
-from .host import to_numpy
-from .writer_scopes import PendingWrite, XformLocalSpaceWriter, XformSpaceWriter, XformWorldSpaceWriter
+from ._core.launch import RecordedLaunch, block_dim_for
+from ._core.rows import ALL, INDEXED, MASK, Rows
+from .kernels.argument_checks import stash_write
 
 if TYPE_CHECKING:
-    from .arguments import Arguments
+    from .base import BaseFrameView
 
-__all__ = ["WriteStager", "XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter"]
+__all__ = ["PendingWrite", "XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter"]
 
+logger = logging.getLogger(__name__)
 
-def _host_copy(value: Any) -> np.ndarray | None:
-    """``value`` (indices or a mask) as NumPy when it lives on the host, ``None`` for device arrays."""
-    if isinstance(value, wp.array):
-        return value.numpy().copy() if value.device.is_cpu else None
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        return value.detach().numpy().copy() if str(value.device) == "cpu" else None
-    if isinstance(value, (np.ndarray, list, tuple, range)):
-        return np.array(value)
-    return None
+_WriterT = TypeVar("_WriterT", bound="XformSpaceWriter")
 
 
-class WriteStager:
-    """How a view validates a write that it does not make at once (a writer scope's, or
-    :meth:`~frameview.BaseFrameView.set_world_scales`'s, which the view applies through its combined write): a view's
-    ``_stager``.
+@dataclass
+class PendingWrite:
+    """One validated write: its rows and data on the view's device (``None``: keep that component)."""
 
-    Args:
-        args: The view's row resolver (:class:`~frameview.arguments.Arguments`).
-        device: The view's Warp device.
-        device_rows: Whether the backend takes device indices and masks as they are (its kernels check them).
-        prim_paths: The view's prims, in view order.
+    rows: Rows
+    pos: wp.array | None
+    quat: wp.array | None
+    scale: wp.array | None
+    from_host: bool
+    """Rows and data were checked on the host: the write's device errors are raised by the write itself."""
+    key: tuple | None = None
+    """The rows as host data, to compare with a later write (``None``: device rows, not comparable for free)."""
+
+    def call(self, space: str) -> str:
+        """The name errors give this write (it selects the argument named in device-side value errors)."""
+        poses = self.pos is not None or self.quat is not None
+        if self.scale is None:
+            return f"set_{space}"
+        return f"set_{space}_poses_and_scales" if poses else f"set_{space}_scales"
+
+
+def _same_rows(a: tuple | None, b: tuple | None) -> bool:
+    if a is None or b is None or a[0] != b[0]:
+        return False
+    return a[0] == ALL or (a[1].shape == b[1].shape and bool(np.array_equal(a[1], b[1])))
+
+
+class XformSpaceWriter:
+    """A context manager that writes poses and scales of a view in one space (world or local).
+
+    Returned by :meth:`~frameview.BaseFrameView.xform_world_space_writer` / ``xform_local_space_writer``; enter it with
+    ``with``. One writer may be open per view: entering a second raises ``RuntimeError``, and while one is open the
+    view's own pose and scale getters and setters raise ``RuntimeError`` (read through :meth:`get_poses` /
+    :meth:`get_scales` inside the scope). A writer is entered once.
+
+    **When writes happen.** Each write is validated at once (as the view's setters validate; on the CPU every input,
+    device arrays included, is checked at the call, so a bad write raises there and nothing earlier is lost) and its
+    data and indices are copied, so the caller may reuse its buffers. Writes are held until the scope flushes: on
+    exit (also when the body raised: the writes made before the exception are applied), and before :meth:`get_poses`
+    / :meth:`get_scales` (which therefore see every write made so far). At the flush the held writes are applied in
+    the order they were made, so every world value written in the scope is solved against its parents' world
+    matrices at that moment: a parent moved meanwhile by another view does not carry the prim away from the world
+    pose written (as Isaac Lab's writers derive the other space on exit). Consecutive writes to the same rows
+    (``indices=None``, or equal host indices or masks) whose inputs were all checked at the call are combined into
+    one backend write (one solve, one commit, descendants moved once; every prim gets the last value written to each
+    component). Writes whose inputs only the device can check (device data or indices on CUDA) are never combined:
+    a rejected write writes nothing of its own and never takes an earlier accepted write down with it (on CUDA it is
+    reported as described in ``docs/reliability.md``; as for any rejected device call, the writes after it in the
+    same flush are not applied either). In a world-space writer, when the view holds a prim and one of its
+    ancestors, each write goes through at once, in sequence (a later world write of an ancestor would otherwise move
+    what an earlier one placed).
+
+    Arrays returned by the getters are the view's output buffers (see :class:`~frameview.BaseFrameView`).
     """
 
-    def __init__(self, args: Arguments, device: Any, device_rows: bool, prim_paths: tuple[str, ...]) -> None:
-        self._args = args
-        self._device = device
-        self._device_rows = device_rows
-        self._prim_paths = prim_paths
-        self._nested: bool | None = None
+    _space = "world"
 
-    def stage(
+    def __init__(self, view: BaseFrameView) -> None:
+        self._view = view
+        self._state = "new"  # "new" -> "open" -> "closed"
+        self._calling = False
+        self._pending: list[PendingWrite] = []
+
+    @property
+    def space(self) -> str:
+        """``"world"`` or ``"local"``: the space of every value this writer takes and returns."""
+        return self._space
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._view!r}, {self._state})"
+
+    # ---------------------------------------------------------------- scope
+
+    def __enter__(self: _WriterT) -> _WriterT:
+        view = self._view
+        with view._lock:
+            view._check_open()
+            if self._state != "new":
+                raise RuntimeError(
+                    f"{self!r} was already entered: a writer scope is entered once; open a new one with "
+                    f"view.xform_{self._space}_space_writer()"
+                )
+            active = view._active_writer
+            if active is not None:
+                raise RuntimeError(
+                    f"{view!r} already has an open writer scope ({type(active).__name__}); exit it before opening "
+                    "another (one writer per view)"
+                )
+            view._active_writer = self
+            self._state = "open"
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        view = self._view
+        with view._lock:
+            try:
+                self._flush()
+            except Exception:
+                if exc_type is None:
+                    raise
+                logger.warning(  # the body's exception propagates; do not hide it behind the flush's
+                    "%r: the writes made before the exception were not applied", self, exc_info=True
+                )
+            finally:
+                self._pending = []
+                self._state = "closed"
+                if view._active_writer is self:
+                    view._active_writer = None
+
+    # ---------------------------------------------------------------- writes
+
+    def set_poses(
         self,
-        indices: Any,
-        mask: Any,
-        values: tuple[tuple[Any, str, type], ...],
-        scale_only: bool = False,
-        now: bool = False,
-    ) -> PendingWrite | None:
-        """Validate a write as the view's setters do; ``None`` when it writes nothing. ``values``: (positions,
-        orientations[, scales]) or, with ``scale_only``, (scales,). ``now`` (writer scopes): on the CPU, also check
-        device indices and data here, on the host (they are host memory there), so that the call raises and the
-        write counts as checked."""
-        args = self._args
-        with args.host_inputs():  # host inputs reach a CUDA device in one copy
-            rows, pairs = args.write_values(args.prepare(indices, mask, write=True), values)
-        arrays = [array for array, _host in pairs]
-        if rows.count == 0 or all(a is None for a in arrays):
-            return None
-        if scale_only:
-            arrays = [None, None, arrays[0]]
-        arrays += [None] * (3 - len(arrays))
-        # checked at the call: host inputs, and everything a host-bound backend takes (it checks device data at once)
-        from_host = (rows.checked and all(host for _array, host in pairs)) or not self._device_rows
-        if now and not from_host and self._device.is_cpu:
-            rows = self._check_on_host(rows, arrays, [name for _value, name, _dtype in values], scale_only)
-            from_host = True
-        return PendingWrite(rows, arrays[0], arrays[1], arrays[2], from_host)
+        positions: Any = None,
+        orientations: Any = None,
+        indices: Any = None,
+        *,
+        mask: Any = None,
+    ) -> None:
+        """Set positions and/or orientations in this writer's space.
 
-    def _check_on_host(self, rows: Rows, arrays: list, names: list[str], scale_only: bool) -> Rows:
-        """CPU: check a write's device indices and data on the host (the checks the kernels would make, with the same
-        messages as host inputs); return the rows marked checked."""
-        if not rows.checked:
-            source = rows.source if rows.source is not None else rows.indices
-            self._args.check_host_indices(self._args.indices_to_numpy(source).astype(np.int64), write=True)
-            rows = dataclasses.replace(rows, checked=True)
-        read = np.flatnonzero(to_numpy(rows.mask)) if rows.kind == MASK else None
-        if scale_only:
-            names = [names[0], names[0], names[0]]
-        for array, name, quat in zip(arrays, names, (False, True, False), strict=False):
-            if array is not None:
-                check_host_rows(to_numpy(array).reshape(array.shape[0], -1), read, name, quat and not scale_only)
-        return rows
+        Args:
+            positions: (M, 3) positions (world frame for a world-space writer, parent frame for a local one), e.g. a
+                ``wp.vec3f`` array, an (M, 3) float array or tensor; ``None`` keeps them.
+            orientations: (M, 4) **xyzw** quaternions (``wp.vec4f`` / ``wp.quatf`` arrays, (M, 4) float arrays or
+                tensors; normalised here), or ``None`` to keep them.
+            indices: View indices to write (M of them, each at most once), ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
+        """
+        self._write(indices, mask, (positions, "positions", wp.vec3f), (orientations, "orientations", wp.quatf))
 
-    def rows_key(self, rows: Rows, indices: Any, mask: Any) -> tuple | None:
-        """The rows of a validated write as host data, or ``None`` when that would cost a host round trip."""
-        if rows.kind == ALL:
-            return (ALL, None)
-        if self._device.is_cpu or not self._device_rows:  # the rows are host data already (or were copied there)
-            host = to_numpy(rows.mask) if rows.kind == MASK else to_numpy(rows.indices)
-            return (rows.kind, host.copy())
-        host = _host_copy(mask if mask is not None else indices)
-        return None if host is None else (rows.kind, host)
+    def set_scales(self, scales: Any, indices: Any = None, *, mask: Any = None) -> None:
+        """Set scales in this writer's space (local scales, or world scales solved as
+        :meth:`~frameview.BaseFrameView.set_world_scales` solves them); the prims' rotations and translations are kept.
 
-    def nested_prims(self) -> bool:
-        """Whether a view prim is an ancestor of another one (computed once per view)."""
-        if self._nested is None:
-            paths = set(self._prim_paths)
-            nested = False
-            for path in paths:
-                parent = path.rsplit("/", 1)[0]
-                while parent and not nested:
-                    nested = parent in paths
-                    parent = parent.rsplit("/", 1)[0]
-                if nested:
-                    break
-            self._nested = nested
-        return self._nested
+        Args:
+            scales: (M, 3) per-axis scales.
+            indices: View indices to write (M of them, each at most once), ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
+        """
+        if scales is None:
+            raise ValueError("scales: expected an (M, 3) array, got None")
+        self._write(indices, mask, (None, "positions", wp.vec3f), (None, "orientations", wp.quatf),
+                    (scales, "scales", wp.vec3f))  # fmt: skip
+
+    # ---------------------------------------------------------------- reads
+
+    def get_poses(self, indices: Any = None, *, mask: Any = None) -> tuple[wp.array, wp.array]:
+        """Positions and orientations in this writer's space, after every write made in the scope so far.
+
+        Returns:
+            Positions, (M,) ``wp.vec3f``; orientations, (M,) ``wp.quatf``, **xyzw**; the view's output buffers.
+        """
+        view = self._view
+        with view._lock, self._inside():
+            self._flush()
+            return view._get_poses(self._space, indices, mask)
+
+    def get_scales(self, indices: Any = None, *, mask: Any = None) -> wp.array:
+        """Scales in this writer's space (world: the world matrix axis lengths), after every write made so far.
+
+        Returns:
+            (M,) ``wp.vec3f``; the view's output buffer.
+        """
+        view = self._view
+        with view._lock, self._inside():
+            self._flush()
+            return view._get_scales(self._space, indices, mask)
+
+    # ---------------------------------------------------------------- internals
+
+    @contextmanager
+    def _inside(self) -> Iterator[None]:
+        """Mark the view's calls as the writer's own (the caller holds the view's lock)."""
+        if self._state != "open":
+            what = "exited" if self._state == "closed" else "not entered"
+            raise RuntimeError(
+                f"{self!r} is {what}: use it as a context manager, "
+                f"`with view.xform_{self._space}_space_writer() as w:`, and call it inside the block"
+            )
+        self._calling = True
+        try:
+            yield
+        finally:
+            self._calling = False
+
+    def _write(self, indices: Any, mask: Any, *values: tuple[Any, str, type]) -> None:
+        view = self._view
+        with view._lock, self._inside():
+            view._check_open()
+            staged = view._stager.stage(indices, mask, values, now=True)
+            if staged is None:
+                return
+            if self._space == "world" and view._stager.nested_prims():  # in sequence, as the view's setters would
+                self._flush()
+                view._apply_write(self._space, staged)
+                return
+            staged.key = view._stager.rows_key(staged.rows, indices, mask) if staged.from_host else None
+            last = self._pending[-1] if self._pending else None
+            if last is not None and last.from_host and staged.from_host and _same_rows(last.key, staged.key):
+                self._combine(last, staged, len(self._pending) - 1)
+                return
+            self._pending.append(self._own(staged, len(self._pending)))
+
+    def _combine(self, pending: PendingWrite, staged: PendingWrite, slot: int) -> None:
+        """Fold ``staged`` (same rows) into ``pending``: the later value of each component wins."""
+        _rows, pos, quat, scale = self._stash(staged, slot, rows=False)
+        pending.pos = pos if pos is not None else pending.pos
+        pending.quat = quat if quat is not None else pending.quat
+        pending.scale = scale if scale is not None else pending.scale
+
+    def _own(self, staged: PendingWrite, slot: int) -> PendingWrite:
+        """``staged`` with its rows and data copied into the writer's buffers of held write ``slot`` (the caller's
+        arrays and the view's index staging buffer may change before the flush)."""
+        rows, pos, quat, scale = self._stash(staged, slot, rows=True)
+        return PendingWrite(rows, pos, quat, scale, staged.from_host, staged.key)
+
+    def _stash(self, staged: PendingWrite, slot: int, rows: bool) -> tuple[Rows, Any, Any, Any]:
+        """Copy a write's rows (when ``rows``) and data into held write ``slot``'s buffers, in one recorded launch
+        (stream-ordered: work the caller queues later on its arrays does not reach the copy)."""
+        view = self._view
+        src = staged.rows
+        kind = src.kind if rows else ALL
+        n = src.count
+        stash = _Stash.of(view)
+        out_rows = src
+        idx_out, mask_out = stash.no_index, stash.no_mask
+        if kind == INDEXED:
+            idx_out = self._buffer(slot, "indices", wp.int32, n)
+            out_rows = Rows(INDEXED, n, indices=idx_out, checked=src.checked, source=idx_out)
+        elif kind == MASK:
+            mask_out = self._buffer(slot, "mask", wp.bool, n)
+            out_rows = Rows(MASK, n, mask=mask_out, checked=src.checked)
+        outs: list[Any] = []
+        params: list[Any] = [
+            int(kind),
+            src.indices if kind == INDEXED else stash.no_index,
+            src.mask if kind == MASK else stash.no_mask,
+        ]
+        for name, dtype, arr, none in (("pos", wp.vec3f, staged.pos, stash.no_vec3),
+                                       ("quat", wp.quatf, staged.quat, stash.no_quat),
+                                       ("scale", wp.vec3f, staged.scale, stash.no_vec3)):  # fmt: skip
+            if arr is None:
+                params += [0, none]
+                outs.append(None)
+            else:
+                params += [1, arr]
+                outs.append(self._buffer(slot, name, dtype, n))
+        nones = (stash.no_vec3, stash.no_quat, stash.no_vec3)
+        params += [idx_out, mask_out, *(none if o is None else o for o, none in zip(outs, nones, strict=True))]
+        stash.launch(n, params)
+        return out_rows, outs[0], outs[1], outs[2]
+
+    _KEPT_SLOTS = 4
+    """Held writes whose buffers the view keeps between scopes; a scope holding more allocates the others."""
+
+    def _buffer(self, slot: int, name: str, dtype: type, rows: int) -> wp.array:
+        view = self._view
+        if slot < self._KEPT_SLOTS:
+            return view._args.outputs(f"writer:{slot}:{name}", dtype, rows)
+        view._args.check_outside_capture("a writer scope's buffers")
+        return wp.empty(rows, dtype=dtype, device=view._device)
+
+    def _flush(self) -> None:
+        """Apply the held writes in order (the caller holds the view's lock); raise the first error once every held
+        write was tried (a rejected write writes nothing and takes no other write down with it)."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        self._view._check_open()
+        first: Exception | None = None
+        for write in pending:
+            try:
+                self._view._apply_write(self._space, write)
+            except Exception as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+
+class _Stash:
+    """A view's recorded launch of :func:`stash_write` and the empty arrays that stand for absent arguments."""
+
+    def __init__(self, view: BaseFrameView) -> None:
+        device = view._device
+        self.device = device
+        self.no_index = wp.empty(0, dtype=wp.int32, device=device)
+        self.no_mask = wp.empty(0, dtype=wp.bool, device=device)
+        self.no_vec3 = wp.empty(0, dtype=wp.vec3f, device=device)
+        self.no_quat = wp.empty(0, dtype=wp.quatf, device=device)
+        self._cmd: RecordedLaunch | None = None
+        self._capturing = view._errors.is_capturing
+
+    @classmethod
+    def of(cls, view: BaseFrameView) -> _Stash:
+        stash = view.__dict__.get("_scope_stash")
+        if stash is None:
+            view._args.check_outside_capture("a writer scope's buffers")
+            stash = view.__dict__["_scope_stash"] = cls(view)
+        return stash
+
+    def launch(self, dim: int, params: list) -> None:
+        if dim == 0:
+            return
+        if self._capturing():  # inside the caller's capture: a plain launch, captured there
+            wp.launch(stash_write, dim=dim, inputs=params, device=self.device)
+            return
+        if self._cmd is None:
+            self._cmd = RecordedLaunch(stash_write, dim, params, self.device, block_dim_for(self.device))
+        self._cmd.launch(dim, params)
+
+
+class XformWorldSpaceWriter(XformSpaceWriter):
+    """Writer scope whose values are world-frame: positions, orientations and world scales (axis lengths of the world
+    matrix); the local matrices and the descendants are derived from them when the scope flushes."""
+
+    _space = "world"
+
+
+class XformLocalSpaceWriter(XformSpaceWriter):
+    """Writer scope whose values are parent-frame: translations, orientations and local scales; the world matrices
+    and the descendants are derived from them when the scope flushes."""
+
+    _space = "local"

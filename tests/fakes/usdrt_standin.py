@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A stand-in for Kit's ``usdrt``, so that :mod:`frameview.fabric.usdrt` runs in CI.
+"""A stand-in for Kit's ``usdrt``, so that :mod:`frameview.fabric.providers.usdrt` runs in CI.
 
 usdrt ships only with Omniverse Kit / Isaac Sim. This module builds a ``usdrt`` module object that implements exactly
-the calls ``frameview/fabric/usdrt.py`` makes, with the semantics the usdrt documentation gives them, over a small
+the calls ``fabric/providers/usdrt.py`` makes, with the semantics the usdrt documentation gives them, over a small
 bucketed Fabric store of its own (Warp arrays on one device), populated from the pxr stage it attaches to:
 
 - ``usdrt.Usd.Stage.Attach(stage_id)`` finds the pxr stage in ``pxr.UsdUtils.StageCache``; every ``Attach`` of one

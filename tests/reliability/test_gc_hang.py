@@ -8,7 +8,7 @@ USD views dropped without ``close()`` (inside the cycles and outside), and stage
 
 - ``exact_repro``: the reported hang. A view on stage A, closed; A put in a garbage cycle and dropped; then a
   FabricFrameView on a 2000-prim stage B with the default GC thresholds. Building B's embedded model allocates enough
-  to trigger a collection, which finalises A and runs ``frameview.fabric.memory.registry._forget`` while ``attach``
+  to trigger a collection, which finalises A and runs the memory model registry's ``_forget`` while ``attach``
   holds the model registry's lock: with a plain ``threading.Lock`` the thread waits for itself forever.
 - ``gc_at_every_call_point``: for every public entry point of both backends (constructors on new and known stages,
   ``make_frame_view``, the four getters, the three setters, ``close``), one run per call point: a profile hook
@@ -56,7 +56,7 @@ wp.init()
 from pxr import Gf, Usd, UsdGeom
 
 import frameview as fv
-from frameview.fabric.memory import attach
+from frameview.fabric.providers.memory import attach
 from frameview.fabric.view import FabricFrameView
 from frameview.usd import UsdFrameView
 

@@ -21,7 +21,7 @@ from helpers import build_env_stage
 from pxr import Usd, UsdGeom
 
 import frameview as fv
-from frameview.fabric.memory import attach
+from frameview.fabric.providers.memory import attach
 
 from ._support import BACKENDS, CAMERAS, ROBOTS, N, truth_world_positions
 
@@ -195,7 +195,7 @@ def test_gc_during_another_access_defers_cleanup() -> None:
         wp.config.quiet = True
         from helpers import build_env_stage, decompose_all, xform_cache_world
         import frameview as fv
-        from frameview.fabric.memory import attach
+        from frameview.fabric.providers.memory import attach
 
         stage = build_env_stage(8, seed=3)
         model = attach(stage)

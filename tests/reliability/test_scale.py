@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 import frameview as fv
-from frameview.fabric.memory import MemoryFabricStage
+from frameview.fabric.providers.memory import MemoryFabricStage
 
 SOAK = Path(__file__).resolve().parents[2] / "perf" / "soak.py"
 

@@ -13,7 +13,7 @@ import pytest
 from helpers import build_env_stage
 
 import frameview as fv
-from frameview.fabric.memory import attach
+from frameview.fabric.providers.memory import attach
 
 from ._support import BACKENDS, ROBOTS
 
@@ -175,7 +175,7 @@ def test_waits_on_other_threads_take_turns_with_a_views_own_capture(monkeypatch:
     meanwhile must wait for the capture to end, not raise."""
     import warp as wp
 
-    import frameview._launch as launching
+    import frameview._core.launch_caches as launching
 
     if wp.get_cuda_device_count() == 0:
         pytest.skip("no CUDA device")

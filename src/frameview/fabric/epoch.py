@@ -7,7 +7,7 @@ tables), and a graph is replayed without any host code of the view. When prims a
 view created or closed), Fabric moves those columns, and a replay would read and write freed memory. So every Fabric
 stage has one counter, advanced at each layout change and mirrored into one device word; a launch captured in the
 caller's graph takes the counter's value at capture (``expected``) and compares the word first: on a mismatch it
-neither reads nor writes Fabric, reports :data:`~frameview._device_errors.CODE_STALE_LAYOUT` (raised by
+neither reads nor writes Fabric, reports :data:`~frameview._core.device_errors.CODE_STALE_LAYOUT` (raised by
 ``view.check()`` or a later call) and gives NaN rows. The view's own launches and graphs pass ``expected = -1`` and
 skip the comparison: they run inside a view call, after the call brought the view's arrays up to date.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import warp as wp
 
-from ..host import CAPTURE_LOCK
+from .._core.host import CAPTURE_LOCK
 
 __all__ = ["UNGUARDED", "LayoutEpoch", "is_stale", "layout_changed", "layout_epoch"]
 
@@ -60,7 +60,7 @@ class LayoutEpoch:
             return
         if self._device.is_cuda and self._device.stream.is_capturing:
             return
-        with CAPTURE_LOCK:  # the wait takes its turn behind the views' own captures (frameview.host)
+        with CAPTURE_LOCK:  # the wait takes its turn behind the views' own captures (frameview._core.host)
             self.word.fill_(self.value)
             if self._device.is_cuda:
                 wp.synchronize_stream(self._device.stream)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
-from .._device_errors import CODE_INDEX_DUPLICATE, CODE_INDEX_RANGE, STATUS_OK, failed, publish_word, report
+from .._core.device_errors import CODE_INDEX_DUPLICATE, CODE_INDEX_RANGE, STATUS_OK, failed, publish_word, report
 from ..kernels.requests import WriteRequest, report_solve, request_ok, solve_request
 
 _IDENTITY = wp.constant(wp.mat44d(np.eye(4)))

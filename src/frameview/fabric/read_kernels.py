@@ -11,7 +11,7 @@ from typing import Any
 
 import warp as wp
 
-from .._device_errors import CODE_INDEX_RANGE, CODE_STALE_LAYOUT, failed, publish_word, report
+from .._core.device_errors import CODE_INDEX_RANGE, CODE_STALE_LAYOUT, failed, publish_word, report
 from ..kernels.slots import COLUMN_KINDS, scan_slot
 from ..kernels.transforms import decompose_matrix, pose_of
 from .epoch import is_stale

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The slice of Fabric that FabricFrameView uses, as a protocol every provider implements.
 
-Providers: :mod:`frameview.fabric.memory` (embedded Fabric model over a pxr stage), :mod:`frameview.fabric.ovstage`
-(real Fabric without Kit), :mod:`frameview.fabric.usdrt` (real Fabric inside Kit / Isaac Sim).
+Providers (:mod:`frameview.fabric.providers`): :mod:`~frameview.fabric.providers.memory` (embedded Fabric model
+over a pxr stage), :mod:`~frameview.fabric.providers.ovstage` (real Fabric without Kit),
+:mod:`~frameview.fabric.providers.usdrt` (real Fabric inside Kit / Isaac Sim).
 """
 
 from __future__ import annotations

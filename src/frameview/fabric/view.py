@@ -6,11 +6,11 @@ Every managed prim carries ``frameview:<uid>:index`` (its view index) and every 
 access the view->slot table is rebuilt from live Fabric data by inverting the tag column in one Warp launch: there
 is no cache to invalidate, and a count mismatch raises instead of reading another prim.
 
-The view is one class that owns its parts, each built from explicit inputs: :class:`~.selections.FabricData` (the
-selections, fabric arrays and slot tables, ``_data``), :class:`~frameview._launch.FabricLaunches` (recorded launches,
-CUDA graphs, ``_launches``), :class:`~.writes.FabricWriter` (the write path, ``_writer``) and
-:class:`~frameview._rows.MaskCompaction` (CPU masks, ``_compact``); the reads are its own. Elsewhere: :mod:`.lifecycle`
-(its state, deferred tag removals), :mod:`.nodes` (the prims a write reads), :mod:`.read_kernels` and
+The view is one class that owns its parts, each built from explicit inputs: :class:`~.data.FabricData` (the
+selections, fabric arrays and slot tables, ``_data``), :class:`~frameview._core.launch_caches.FabricLaunches` (recorded
+launches, CUDA graphs, ``_launches``), :class:`~.write_path.FabricWriter` (the write path, ``_writer``) and
+:class:`~frameview._core.rows.MaskCompaction` (CPU masks, ``_compact``); the reads are its own. Elsewhere:
+:mod:`.lifecycle` (its state, deferred tag removals), :mod:`.nodes` (the prims a write reads), :mod:`.read_kernels` and
 :mod:`.write_kernels` (its kernels).
 """
 
@@ -26,11 +26,13 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._launch import PUBLISHES, FabricLaunches, OffsetKeys, address, narrow_key, narrow_steps
-from .._rows import ALL, MASK, MaskCompaction, Rows
+from .._core.launch import OffsetKeys, address, narrow_key
+from .._core.launch_caches import PUBLISHES, FabricLaunches, narrow_steps
+from .._core.rows import ALL, MASK, MaskCompaction, Rows
 from ..base import BaseFrameView
 from ..kernels.slots import invert_tag_column
 from ..visibility import visibility_paths
+from .data import FabricData
 from .epoch import layout_changed, layout_epoch
 from .lifecycle import DEFERRED_TAGS as _DEFERRED_TAGS
 from .lifecycle import Lifecycle as _Lifecycle
@@ -45,10 +47,9 @@ from .read_kernels import (
     _scatter_poses,
     _scatter_scales,
 )
-from .selections import FabricData
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 from .write_kernels import STAGE_ALL, _stage_write
-from .writes import FabricWriter
+from .write_path import FabricWriter
 
 __all__ = ["FabricFrameView"]
 
@@ -335,7 +336,7 @@ class FabricFrameView(BaseFrameView):
         """World poses with each orientation right-multiplied by ``offset`` in the same launch (camera frames)."""
         self._read_poses(WORLD_MATRIX, rows, pos_out, quat_out, offset)
 
-    # ---------------------------------------------------------------- writes (the writer: frameview.fabric.writes)
+    # ---------------------------------------------------------------- writes (the writer: frameview.fabric.write_path)
 
     def _write_world_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None:
         self._writer.write(rows, True, pos, quat, None)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._device_errors import (
+from .._core.device_errors import (
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
     CODE_STALE_LAYOUT,
@@ -23,7 +23,7 @@ from .._device_errors import (
     publish_word,
     report,
 )
-from .._rows import INDEXED, MASK, MASK_ROWS
+from .._core.rows import INDEXED, MASK, MASK_ROWS
 from ..kernels.requests import WriteRequest, report_solve, request_values, solve_values, values_ok
 from ..kernels.slots import COLUMN_KINDS, scan_slot
 from .epoch import is_stale
@@ -305,7 +305,7 @@ def _commit_flat(
     calls) and copies the row's solved matrices into Fabric (the slot :func:`_solve_flat` verified); with
     ``follow``, thread ``(j + 1, k)`` gives the ``j``-th descendant of that prim ``local @ ... @`` the prim's solved
     world matrix: its slot is ``follow_slot[i, j]`` (-1: none), its parent's column ``follow_up[i, j]`` (-1: the prim
-    itself; the dense tables of :class:`~frameview.fabric.memory.follow.FollowPlan`, loaded beside the mask). No
+    itself; the dense tables of :class:`~.providers.memory.follow.FollowPlan`, loaded beside the mask). No
     descendant of a prim lies below another view prim (the view has no nesting), so no thread reads what another
     writes. Nothing is written if any row of the call failed. Thread ``(0, 0)`` publishes the call's status word
     (final: the solve reported) when ``publish`` is set."""

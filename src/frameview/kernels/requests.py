@@ -14,7 +14,7 @@ from typing import Any
 
 import warp as wp
 
-from .._device_errors import (
+from .._core.device_errors import (
     CODE_QUAT_NOT_FINITE,
     CODE_RESULT_NOT_FINITE,
     CODE_SHEAR,

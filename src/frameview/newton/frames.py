@@ -11,7 +11,7 @@ a :class:`FrameStore` (one per model and stage), holding:
   no anchor, up to its body, ending with the body's own USD scale; or up to the root for a frame fixed in the world);
 - ``body[n]``: the Newton body it rides on (the nearest ancestor in ``model.body_label``), -1 for none;
 - its *source* prim on the stage: the prim itself, or, for a frame of a cloned env that exists only in Newton (see
-  *Clones* below), the prim it was cloned from;
+  *Clones* below, :mod:`.clones`), the prim it was cloned from;
 - ``offset[n]``, ``sheared[n]``: derived from the above, what world reads use: the translation and rotation of its
   matrix relative to its body, and whether that matrix is sheared (:func:`~frameview.newton.kernels.refresh_offsets`,
   updated on the device after each change of ``local``).
@@ -20,20 +20,8 @@ A frame's world matrix is then ``local[n] @ chain[n] @ world(anchor)`` and, at t
 ``... @ chain @ T(body_q[body])`` with ``T`` the body's rigid transform. Because every view of a model shares its
 store, a write through one view is seen by every other view, and frames below a written frame follow it.
 
-Clones: a Newton model built by replicating one env (``ModelBuilder.replicate`` / ``add_builder`` with label
-prefixes, as Isaac Lab's Newton cloner does kit-less) has a body per env, labelled by its prim path
-(``/World/envs/env_7/Robot/base``), while the stage holds env_0's prims alone (and maybe empty env Xforms). A body
-whose label is not a prim of the stage is a *clone* of the one stage body whose label differs from it in exactly
-one path component (``env_0`` for ``env_7``), which ends the *clone root* (``/World/envs/env_7``): the prims below
-the source root that the stage lacks below the clone root are mirrored there. Views resolve their patterns over
-the stage with these mirrored prims added (:class:`CloneTree`): ``/World/envs/env_.*/Camera`` finds one frame per
-env, in the stage's order of the env Xforms, or, for envs missing from the stage, after the stage's own in the
-model's body order. A cloned frame on a body gets its source's offset from its body, applied to its own env's
-body. One on no body (a camera fixed in its env) gets its source's offset from the source root, applied to the
-clone root's stage pose, or, when the clone root is not on the stage either, to the source root moved by the env's
-placement relative to the source env, read from the model's initial body poses (``model.body_q``: every body of
-the clone must be its source's moved by one rigid transform, else the frame is refused). A clone with more than one
-candidate source is refused.
+Clones: a Newton model built by replicating one env has a body per env while the stage holds one env's prims;
+:mod:`.clones` says how the frames of the other envs are found and placed (:class:`~.clones.CloneTree`).
 
 Nodes are added when views are built and never removed. ``anchor``, ``chain`` and ``body`` are computed on the host
 from the stage, once per node; ``local`` and the derived ``offset`` and ``sheared`` live on the model's device.
@@ -51,10 +39,11 @@ import numpy as np
 import warp as wp
 from pxr import Usd, UsdGeom, UsdPhysics
 
-from ..paths import PrimTree, _as_prim_tree, resolve_prim_paths
+from ..paths import resolve_prim_paths
+from .clones import CloneTree, rigid_placements
 from .kernels import refresh_offsets
 
-__all__ = ["CloneTree", "FrameStore", "frame_store", "rigid_part"]
+__all__ = ["FrameStore", "frame_store", "rigid_part"]
 
 logger = logging.getLogger(__name__)
 
@@ -184,30 +173,10 @@ class FrameStore:
         return paths
 
     def _place_clones(self) -> None:
-        """Fill :attr:`_placements` for every clone root seen so far, in one batch: ``D`` (row-vector, float64) with
-        ``pose(clone body) = pose(source body) @ D`` for every body pair of the clone in the model's initial poses
-        (``model.body_q``), the clone env's placement relative to its source's; None when its pairs disagree (the
-        clone is not a rigid copy of its source) or there are no initial poses."""
+        """Fill :attr:`_placements` for every clone root seen so far (:func:`.clones.rigid_placements`)."""
         roots = [root for root in self._clone_pairs if root not in self._placements]
-        if self._initial_body_q is None:
-            self._placements.update(dict.fromkeys(roots))
-            return
-        owner, sources, clones = [], [], []
-        for k, root in enumerate(roots):
-            for clone, source in self._clone_pairs[root]:
-                owner.append(k)
-                sources.append(self.bodies[source])
-                clones.append(self.bodies[clone])
-        deltas = np.linalg.inv(_poses(self._initial_body_q[sources])) @ _poses(self._initial_body_q[clones])
-        first: dict[int, np.ndarray] = {}
-        rigid = [True] * len(roots)
-        for k, delta in zip(owner, deltas, strict=True):
-            if k not in first:
-                first[k] = delta
-            elif np.abs(delta - first[k]).max() > _POSE_TOLERANCE:
-                rigid[k] = False
-        for k, root in enumerate(roots):
-            self._placements[root] = first[k] if rigid[k] and k in first else None
+        pairs = {root: self._clone_pairs[root] for root in roots}
+        self._placements.update(rigid_placements(pairs, self.bodies, self._initial_body_q, _POSE_TOLERANCE))
 
     def source_path(self, path: str) -> str:
         """The stage prim that a frame's offset and properties are read from: ``path`` itself, or for a frame of an
@@ -424,109 +393,6 @@ class FrameStore:
         wp.copy(self.chain, wp.array(self._chain, dtype=wp.mat44d, device=host), count=n)
 
 
-class CloneTree:
-    """The stage as a :class:`frameview.paths.PrimTree`, with the prims of envs cloned in Newton only added.
-
-    A Newton body whose label (a prim path) is not on the stage is a clone of the stage body whose label differs
-    from it in exactly one component (see the module docstring). That component ends its *clone root* (``env_7`` in
-    ``/World/envs/env_7/Robot``), which mirrors the source's root (``/World/envs/env_0``): a path below a clone root
-    that is not on the stage exists when the path below the source's root does. Children are listed the stage's
-    first, then the mirrored ones in the source's order; a clone root not on the stage comes after its parent's
-    stage children, in the model's body order. A clone root with several candidate sources is *ambiguous*:
-    reaching a path below it raises ``ValueError``.
-
-    Args:
-        stage: The pxr stage.
-        labels: ``model.body_label`` (prim paths; other labels are ignored).
-    """
-
-    def __init__(self, stage: Usd.Stage, labels: Sequence[str]) -> None:
-        self._stage: PrimTree = _as_prim_tree(stage)
-        self.prefixes: dict[str, str] = {}
-        """Clone root -> source root."""
-        self.ambiguous: dict[str, list[str]] = {}
-        """Clone root -> its candidate source roots (more than one)."""
-        self.pairs: dict[str, list[tuple[str, str]]] = {}
-        """Clone root -> (clone body label, source body label) of each of its bodies."""
-        self._extra_children: dict[str, list[str]] = {}
-        on_stage = self._stage.has_prim
-        paths = [label for label in dict.fromkeys(labels) if label.startswith("/") and "//" not in label[1:]]
-        missing = [label for label in paths if not on_stage(label)]
-        if not missing:
-            return
-        # stage bodies by (depth, component left out, the other components): the clones' candidate sources
-        by_key: dict[tuple[int, int, tuple[str, ...]], list[str]] = {}
-        missing_set = set(missing)
-        for label in paths:
-            if label not in missing_set:
-                parts = tuple(label[1:].split("/"))
-                for i in range(len(parts)):
-                    by_key.setdefault((len(parts), i, parts[:i] + parts[i + 1 :]), []).append(label)
-        sources: dict[str, list[str]] = {}  # clone root -> source roots, in order of first sight
-        for label in missing:
-            parts = tuple(label[1:].split("/"))
-            for i in range(len(parts)):
-                for source in by_key.get((len(parts), i, parts[:i] + parts[i + 1 :]), ()):
-                    clone = "/" + "/".join(parts[: i + 1])
-                    source_root = "/" + "/".join(source[1:].split("/")[: i + 1])
-                    found = sources.setdefault(clone, [])
-                    if source_root not in found:
-                        found.append(source_root)
-                    self.pairs.setdefault(clone, []).append((label, source))
-        for clone, found in sources.items():
-            if len(found) == 1:
-                self.prefixes[clone] = found[0]
-            else:
-                self.ambiguous[clone] = found
-            if not on_stage(clone):
-                parent, _, name = clone.rpartition("/")
-                self._extra_children.setdefault(parent or "/", []).append(name)
-
-    def clone_of(self, path: str) -> tuple[str, str] | None:
-        """``(clone root, source root)`` of a path at or below a clone root; None for any other path.
-
-        Raises:
-            ValueError: ``path`` lies below an ambiguous clone root.
-        """
-        end = 0
-        while end != -1:
-            end = path.find("/", end + 1)
-            prefix = path if end == -1 else path[:end]
-            source = self.prefixes.get(prefix)
-            if source is not None:
-                return prefix, source
-            if prefix in self.ambiguous:
-                raise ValueError(
-                    f"prim_path: {path!r} exists only in the Newton model, and its env {prefix!r} could be a clone of "
-                    f"any of {self.ambiguous[prefix]!r} (their bodies' labels differ from its bodies' in one "
-                    "component each): author its prims on the stage, or leave the ambiguous envs out of the pattern"
-                )
-        return None
-
-    def child_names(self, path: str) -> list[str]:
-        """Names of the children of ``path``: the stage's, then the mirrored ones (see the class docstring)."""
-        stage = self._stage
-        names = stage.child_names(path) if path == "/" or stage.has_prim(path) else []
-        clone = self.clone_of(path) if path != "/" else None
-        if clone is not None:
-            source = clone[1] + path[len(clone[0]) :]
-            if stage.has_prim(source):
-                seen = set(names)
-                names = names + [n for n in stage.child_names(source) if n not in seen]
-        extra = self._extra_children.get(path)
-        if extra:
-            seen = set(names)
-            names = names + [n for n in extra if n not in seen]
-        return names
-
-    def has_prim(self, path: str) -> bool:
-        """Whether ``path`` is on the stage or mirrors a stage prim below a clone root."""
-        if self._stage.has_prim(path):
-            return True
-        clone = self.clone_of(path)
-        return clone is not None and self._stage.has_prim(clone[1] + path[len(clone[0]) :])
-
-
 def _has_ancestor_in(path: str, paths: set[str]) -> bool:
     parent = path.rsplit("/", 1)[0]
     while parent:
@@ -534,27 +400,6 @@ def _has_ancestor_in(path: str, paths: set[str]) -> bool:
             return True
         parent = parent.rsplit("/", 1)[0]
     return False
-
-
-def _poses(x: np.ndarray) -> np.ndarray:
-    """Row-vector matrices (n, 4, 4), float64, of Newton transforms ``(n, 7)``: ``(px, py, pz, qx, qy, qz, qw)``."""
-    x = np.asarray(x, dtype=np.float64).reshape(-1, 7)
-    q = x[:, 3:7] / np.linalg.norm(x[:, 3:7], axis=1, keepdims=True)
-    qx, qy, qz, qw = q.T
-    m = np.zeros((len(x), 4, 4))
-    # rows are the rotated axes (the transpose of the column-vector rotation)
-    m[:, 0, 0] = 1 - 2 * (qy * qy + qz * qz)
-    m[:, 0, 1] = 2 * (qx * qy + qz * qw)
-    m[:, 0, 2] = 2 * (qx * qz - qy * qw)
-    m[:, 1, 0] = 2 * (qx * qy - qz * qw)
-    m[:, 1, 1] = 1 - 2 * (qx * qx + qz * qz)
-    m[:, 1, 2] = 2 * (qy * qz + qx * qw)
-    m[:, 2, 0] = 2 * (qx * qz + qy * qw)
-    m[:, 2, 1] = 2 * (qy * qz - qx * qw)
-    m[:, 2, 2] = 1 - 2 * (qx * qx + qy * qy)
-    m[:, 3, :3] = x[:, :3]
-    m[:, 3, 3] = 1.0
-    return m
 
 
 def _quat_rows(q: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ rotation (:func:`refresh_offsets`, rerun whenever ``local`` changes: by a write'
 no frame is anchored on another, else by a fourth launch over every frame).
 Every kernel takes the rows of a call as ``(view_node, count, kind, indices, mask)`` (all, int32 indices checked
 here, or a mask). Launched by :class:`~frameview.newton.view.NewtonFrameView` through
-:class:`~frameview._launch.LaunchCache`.
+:class:`~frameview._core.launch_caches.LaunchCache`.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
-from .._device_errors import (
+from .._core.device_errors import (
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
     STATUS_OK,
     failed,
     report,
 )
-from .._rows import ALL, INDEXED, MASK
+from .._core.rows import ALL, INDEXED, MASK
 from ..kernels.requests import WriteRequest, report_solve, request_ok, solve_request
 from ..kernels.transforms import (
     axis_rotation,

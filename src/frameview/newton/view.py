@@ -25,8 +25,9 @@ except ImportError as exc:  # newton and usd-core are the optional extra framevi
         name=exc.name,
     ) from exc
 
-from .._launch import LaunchCache, OffsetKeys, address
-from .._rows import INDEXED, MASK, Rows
+from .._core.launch import OffsetKeys, address
+from .._core.launch_caches import LaunchCache
+from .._core.rows import INDEXED, MASK, Rows
 from ..base import BaseFrameView
 from ..kernels.requests import WriteRequests
 from .frames import FrameStore, frame_store
@@ -72,7 +73,7 @@ class NewtonFrameView(BaseFrameView):
     - **Cloned envs.** When the model replicates one env (bodies labelled ``/World/envs/env_i/...``) and the stage
       holds env_0's prims alone (Isaac Lab kit-less), the pattern also finds the frames of the other envs, in env
       order after the stage's own: each rides on its own env's body with env_0's offset (see
-      :mod:`frameview.newton.frames`, *Clones*). :attr:`prim_paths` names them; they have no prim of their own.
+      :mod:`frameview.newton.clones`). :attr:`prim_paths` names them; they have no prim of their own.
 
     Physics prims (bodies, colliders, joints) are rejected with ``ValueError`` naming the prim: this view reads frames
     that ride on bodies, it does not move bodies. A view is meant for one thread (the one that steps the

@@ -10,8 +10,8 @@ from typing import Any, NamedTuple, Union
 import numpy as np
 import warp as wp
 
-from .._interop import borrow_indices, borrow_rows
-from .._rows import is_torch_tensor
+from .._core.interop import borrow_indices, borrow_rows
+from .._core.rows import is_torch_tensor
 
 __all__ = ["Source", "TransformSource", "check_mapping", "check_outputs", "resolve_source", "row_count"]
 

@@ -10,26 +10,20 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._rows import is_torch_tensor
-from ..host import to_numpy
-from .checks import (  # noqa: F401  (_as_*: re-exported, they lived here before the split)
+from .._core.host import to_numpy
+from .._core.rows import is_torch_tensor
+from .checks import (
     Source,
     TransformSource,
-    _as_matrix_array,
-    _as_vector_array,
     check_mapping,
     check_outputs,
     resolve_source,
     row_count,
 )
-from .gather import _source_row, gather_matrix_transforms, gather_pose_transforms  # noqa: F401
+from .gather import gather_matrix_transforms, gather_pose_transforms
 from .mapping import as_path_sequence, map_paths, to_path_strings
 
 __all__ = ["SceneDataProvider"]
-
-# the names these had before the split into checks.py / gather.py
-_Source = Source
-_resolve_source = resolve_source
 
 logger = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
-from ...host import to_numpy
-from ..epoch import LayoutEpoch
-from ..stage import LOCAL_MATRIX, WORLD_MATRIX
+from ...._core.host import to_numpy
+from ...epoch import LayoutEpoch
+from ...stage import LOCAL_MATRIX, WORLD_MATRIX
 
 if TYPE_CHECKING:
     from .model import MemoryFabricStage

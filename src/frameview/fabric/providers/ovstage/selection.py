@@ -4,7 +4,7 @@ interface (zero-copy on the CPU) or gathered into staging columns (writes, CUDA 
 
 ovstage returns one read group per (attribute, bucket); the groups of one bucket are row-aligned (row ``i`` is the
 same prim in the tag, world and local groups), so slot ``k`` is the ``k``-th row when the buckets are concatenated in
-read order. See :mod:`frameview.fabric.ovstage` for how writes reach Fabric.
+read order. See :mod:`frameview.fabric.providers.ovstage` for how writes reach Fabric.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import numpy as np
 import warp as wp
 from ovstage import Filter, FilterOp, Predicate
 
-from ..host import CAPTURE_LOCK, to_numpy
-from .ovstage_core import LATEST, StageCore, group_array, group_values, index_map
-from .stage import COLUMN_TYPES, WORLD_MATRIX, column_type
+from ...._core.host import CAPTURE_LOCK, to_numpy
+from ...stage import COLUMN_TYPES, WORLD_MATRIX, column_type
+from .core import LATEST, StageCore, group_array, group_values, index_map
 
 if TYPE_CHECKING:
-    from .ovstage import OvstageFabricStage
+    from .fabric_stage import OvstageFabricStage
 
 __all__ = ["OvstageSelection"]
 
@@ -86,7 +86,7 @@ class OvstageSelection:
 
     def prepare_for_reuse(self) -> bool:
         """Start a read access: query, read and expose the columns (zero-copy on the CPU, unless the provider's
-        :attr:`~frameview.fabric.ovstage.OvstageFabricStage.zero_copy` is off).
+        :attr:`~frameview.fabric.providers.ovstage.OvstageFabricStage.zero_copy` is off).
 
         Returns:
             True when the exposed pointers or counts differ from the previous access.
@@ -318,17 +318,3 @@ def _kind(g: Any) -> tuple[int, int, tuple[int, ...]]:
     t = g.tensor(0)
     lanes = int(t.dtype.lanes)
     return (int(t.dtype.code), int(t.dtype.bits), tuple(t.shape_tuple[1:]) + ((lanes,) if lanes > 1 else ()))
-
-
-# the DLPack-keyed table and helpers frameview.fabric.ovstage held before the split (kept importable from there)
-_KINDS = {kind: COLUMN_TYPES[name] for kind, name in _KIND_TYPES.items()}
-_MATRIX_KIND = _TYPE_KINDS["matrix4d"]
-_UINT_KIND = _TYPE_KINDS["uint"]
-
-
-def _default_kind(name: str) -> tuple[int, int, tuple[int, ...]]:
-    return _TYPE_KINDS[column_type(name)]
-
-
-def _worlds_match(core: StageCore, selection: OvstageSelection, written: np.ndarray) -> bool:
-    return selection.worlds_match(written)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..stage import LOCAL_MATRIX
+from ...stage import LOCAL_MATRIX
 from .hierarchy import _Hierarchy
 
 logger = logging.getLogger(__name__)

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from ..host import to_numpy
-from ..visibility import (
+from ..._core.host import to_numpy
+from ...visibility import (
     INVISIBLE,
     NO_OPINION,
     TOKENS,
@@ -46,7 +46,7 @@ from ..visibility import (
     plan_visibility,
     subtree_visibility,
 )
-from .stage import LOCAL_MATRIX, WORLD_MATRIX
+from ..stage import LOCAL_MATRIX, WORLD_MATRIX
 
 __all__ = ["UsdrtFabricStage", "UsdrtSelection", "attach"]
 

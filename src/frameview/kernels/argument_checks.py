@@ -8,7 +8,7 @@ from typing import Any
 
 import warp as wp
 
-from .._device_errors import CODE_VALUE_NOT_FINITE, CODE_ZERO_QUATERNION, report
+from .._core.device_errors import CODE_VALUE_NOT_FINITE, CODE_ZERO_QUATERNION, report
 
 __all__ = [
     "INDEX_DTYPES",

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from ..stage import LOCAL_MATRIX, WORLD_MATRIX
+from ...stage import LOCAL_MATRIX, WORLD_MATRIX
 
 __all__ = ["FollowPlan"]
 
@@ -37,7 +37,7 @@ class FollowPlan:
     (``fabric/write_kernels._commit_follow``).
 
     Args:
-        model: The :class:`~frameview.fabric.memory.MemoryFabricStage`.
+        model: The :class:`~frameview.fabric.providers.memory.MemoryFabricStage`.
         paths: The view's prim paths (view order).
     """
 
@@ -95,7 +95,7 @@ class FollowPlan:
     def flat_columns(self) -> tuple[Any, Any, wp.array]:
         """What ``_commit_flat`` indexes: the local and world columns and the ``follow_slot`` table into them. Plain
         arrays over one bucket when every descendant lies in that bucket (no bucket lookup per access, as
-        :func:`frameview.fabric.selections.plain_column`), else :meth:`columns` and :attr:`follow_slot`."""
+        :func:`frameview.fabric.data.plain_column`), else :meth:`columns` and :attr:`follow_slot`."""
         return self._flat
 
     def _flat_columns(self, model: Any, table: np.ndarray) -> None:

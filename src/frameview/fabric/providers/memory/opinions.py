@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...visibility import NO_OPINION, VISIBLE, PxrVisibilityTree, compute_visibility, plan_visibility
+from ....visibility import NO_OPINION, VISIBLE, PxrVisibilityTree, compute_visibility, plan_visibility
 from .usd_sync import _NON_STRUCTURAL_FIELDS, _outermost, _UsdSync
 
 if TYPE_CHECKING:

@@ -10,13 +10,14 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._device_errors import DeviceErrors, outside_capture, status_error
-from .._launch import PUBLISHES, FabricLaunches, address, narrow_key, narrow_steps
-from .._rows import ALL, INDEXED, MASK, MASK_ROWS, MaskCompaction, Rows, head_of
-from ..host import to_numpy
+from .._core.device_errors import DeviceErrors, outside_capture, status_error
+from .._core.host import to_numpy
+from .._core.launch import address, narrow_key
+from .._core.launch_caches import PUBLISHES, FabricLaunches, narrow_steps
+from .._core.rows import ALL, INDEXED, MASK, MASK_ROWS, MaskCompaction, Rows, head_of
 from ..kernels.requests import WriteRequests
+from .data import FabricData
 from .nested_write_kernels import _commit_follow, _solve_writes, _stage_indices
-from .selections import FabricData
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 from .write_kernels import STAGE_ALL, STAGE_INDICES, STAGE_MASK, _commit_flat, _solve_flat, _stage_write
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 import warp as wp
 
-from ...host import to_numpy
-from ..stage import LOCAL_MATRIX, WORLD_MATRIX
+from ...._core.host import to_numpy
+from ...stage import LOCAL_MATRIX, WORLD_MATRIX
 from .storage import _MATRIX_ATTRS, MemorySelection, _Storage
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import warp as wp
 
-from .host import to_numpy
+from .._core.host import to_numpy
 
 try:
     from pxr import Sdf, Usd, UsdGeom, Vt
@@ -25,27 +25,15 @@ except ImportError as exc:  # usd-core is the optional extra frameview[usd]; Kit
         "UsdFrameView needs pxr: install frameview[usd] (or run inside Kit / Isaac Sim, which ships pxr)", name="pxr"
     ) from exc
 
-from ._device_errors import CODE_RESULT_NOT_FINITE, CODE_SHEAR, CODE_SINGULAR_PARENT, STATUS_CODES
-from ._rows import Rows
-from .base import BaseFrameView
-from .kernels.transforms import WRITE_NOT_FINITE, WRITE_OK, WRITE_SHEAR, WRITE_SINGULAR_PARENT, decompose_matrices
-from .usd_author import (  # noqa: F401  (re-exported: these lived here before the split)
-    _OP_NAMES,
-    _ORIENT,
-    _QUAT_TYPES,
-    _SCALE,
-    _STANDARD_OP_NAMES,
-    _TRANSFORM,
-    _TRANSLATE,
-    _VEC3_TYPES,
-    _quat_value,
-    _rotation_for_scale,
-    _standard_ops,
-    _vec3_value,
+from .._core.device_errors import CODE_RESULT_NOT_FINITE, CODE_SHEAR, CODE_SINGULAR_PARENT, STATUS_CODES
+from .._core.rows import Rows
+from ..base import BaseFrameView
+from ..kernels.transforms import WRITE_NOT_FINITE, WRITE_OK, WRITE_SHEAR, WRITE_SINGULAR_PARENT, decompose_matrices
+from ..visibility import INVISIBLE, VISIBLE, PxrVisibilityTree, plan_visibility
+from .author import (
     author_local,
 )
-from .usd_solve import UsdWriteSolver, _axis_scales, _nesting_levels, _solve_writes  # noqa: F401
-from .visibility import INVISIBLE, VISIBLE, PxrVisibilityTree, plan_visibility
+from .solve import UsdWriteSolver
 
 __all__ = ["UsdFrameView"]
 
@@ -123,7 +111,7 @@ class UsdFrameView(BaseFrameView):
         """
         if not isinstance(stage, Usd.Stage):
             raise TypeError(f"stage: expected a pxr Usd.Stage, got {type(stage).__name__}")
-        from .paths import resolve_prim_paths  # lazy: another module of this package, loaded on first use
+        from ..paths import resolve_prim_paths  # lazy: another module of this package, loaded on first use
 
         paths = resolve_prim_paths(prim_path, stage)
         prims = [stage.GetPrimAtPath(p) for p in paths]
@@ -260,8 +248,8 @@ class UsdFrameView(BaseFrameView):
         quat: wp.array | None,
         scale: wp.array | None,
     ) -> None:
-        """Solve the new local matrices on the device (:mod:`frameview.usd_solve`), then author them on the stage
-        (:mod:`frameview.usd_author`): all or nothing.
+        """Solve the new local matrices on the device (:mod:`frameview.usd.solve`), then author them on the stage
+        (:mod:`frameview.usd.author`): all or nothing.
 
         A prim and its descendant may be written in one call, in any row order: prims are solved level by level
         of nesting, each against its parent's world matrix as it will be after the write.

@@ -3,7 +3,7 @@
 
 One launch per level of nesting solves each written prim against its parent's world matrix as it will be after the
 write (:func:`frameview.kernels.requests.solve_request`, the same solve as the Fabric backend), then decomposes the
-result into the translate / orient / scale that :mod:`frameview.usd_author` authors.
+result into the translate / orient / scale that :mod:`frameview.usd.author` authors.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import numpy as np
 import warp as wp
 from pxr import Usd, UsdGeom
 
-from .host import to_numpy
-from .kernels.requests import WriteRequest, WriteRequests, solve_request
-from .kernels.transforms import decompose_matrix, is_sheared
+from .._core.host import to_numpy
+from ..kernels.requests import WriteRequest, WriteRequests, solve_request
+from ..kernels.transforms import decompose_matrix, is_sheared
 
 __all__ = ["SolvedWrites", "UsdWriteSolver"]
 

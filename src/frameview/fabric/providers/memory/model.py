@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from ...host import to_numpy
+from ...._core.host import to_numpy
 from .follow import FollowPlan
+from .opinions import _VisibilityOpinions
 from .storage import MemorySelection
-from .visibility import _VisibilityOpinions
 
 __all__ = ["MemoryFabricStage"]
 
@@ -135,7 +135,7 @@ class MemoryFabricStage(_VisibilityOpinions):
         if below.size:
             self._update_world(np.setdiff1d(below, written, assume_unique=False))
 
-    # -- device hierarchy update for views (see frameview.fabric.memory.follow)
+    # -- device hierarchy update for views (see frameview.fabric.providers.memory.follow)
 
     def follow_plan(self, paths: tuple[str, ...]) -> FollowPlan:
         """A plan that makes the descendants of ``paths`` follow their writes on the device."""

@@ -42,44 +42,23 @@ import ovstage
 import warp as wp
 from ovstage import AttributeSemantic, HierarchyRelation
 
-from ..host import to_numpy
-from ..visibility import compute_visibility
-from .ovstage_core import (  # noqa: F401  (_-names: re-exported, they lived here before the split)
-    _EXISTS_TTL_S,
-    _PATH_LISTS,
-    LATEST,
+from ...._core.host import to_numpy
+from ....visibility import compute_visibility
+from ...stage import LOCAL_MATRIX, RESET_XFORM_STACK, WORLD_MATRIX, nearest_xform_ancestors
+from .. import ovstage_version_problem
+from .core import (
     STATUS_OK,
     USD_PATH,
     OvstageVisibilityTree,
     StageCore,
-    _prim_indices,
-    index_map,
 )
-from .ovstage_selection import (  # noqa: F401
-    _KINDS,
-    _MATRIX_KIND,
-    _UINT_KIND,
+from .selection import (
     OvstageSelection,
-    _compact,
-    _data_ptr,
-    _default_kind,
-    _kind,
-    _worlds_match,
 )
-from .providers import ovstage_version_problem
-from .stage import LOCAL_MATRIX, RESET_XFORM_STACK, WORLD_MATRIX, nearest_xform_ancestors, parent_path
 
 __all__ = ["RESET_XFORM_STACK", "USD_PATH", "OvstageFabricStage", "OvstageSelection", "attach"]
 
 logger = logging.getLogger(__name__)
-
-# the names these lived under before the split into ovstage_core / ovstage_selection
-_StageCore = StageCore
-_OvstageVisibilityTree = OvstageVisibilityTree
-_parent_path = parent_path
-_STATUS_OK = STATUS_OK
-_LATEST = LATEST
-_index_map = index_map
 
 
 class OvstageFabricStage:
@@ -352,7 +331,7 @@ class OvstageFabricStage:
                 self._core.release_pinned()
 
 
-_CORES: weakref.WeakValueDictionary[int, _StageCore] = weakref.WeakValueDictionary()
+_CORES: weakref.WeakValueDictionary[int, StageCore] = weakref.WeakValueDictionary()
 _PROVIDERS: weakref.WeakValueDictionary[tuple[int, str], OvstageFabricStage] = weakref.WeakValueDictionary()
 _REGISTRY_LOCK = threading.Lock()
 
@@ -391,7 +370,7 @@ def attach(stage: ovstage.Stage, device: str = "cpu") -> OvstageFabricStage:
             return provider
         core = _CORES.get(id(stage))
         if core is None or core.stage is not stage:
-            core = _StageCore(stage)
+            core = StageCore(stage)
             _CORES[id(stage)] = core
         provider = OvstageFabricStage(core, device)
         _PROVIDERS[key] = provider

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The argument handling every view shares: rows (all / indices / mask) and data, checked once at the boundary.
 
-:class:`Arguments` (a view's ``_args``) turns a call's ``indices`` / ``mask`` into :class:`~frameview._rows.Rows`
+:class:`Arguments` (a view's ``_args``) turns a call's ``indices`` / ``mask`` into :class:`~frameview._core.rows.Rows`
 (host indices checked on the host and staged into a device buffer, device indices used as they are or narrowed to
 int32 in one launch, masks kept as masks), hands out the view-owned output buffers, and coerces pose and scale data
 to the kernels' dtype on the view's device (host data checked on the host, device data by the kernels or one check
@@ -20,13 +20,14 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from ._device_errors import CODE_ZERO_QUATERNION, DeviceErrors, outside_capture, split_status
-from ._interop import borrow_indices, borrow_mask, borrow_rows, borrow_rows_on, rows_view, torch_on
-from ._launch import RecordedLaunch, block_dim_for
-from ._rows import ALL, INDEXED, MASK, Rows, is_torch_tensor
-from ._staging import HostStaging, call_bytes
-from .host import CAPTURE_LOCK, to_numpy
-from .kernels.arguments import INDEX_DTYPES, check_values, narrow_kernel
+from ..kernels.argument_checks import INDEX_DTYPES, check_values, narrow_kernel
+from .device_errors import CODE_ZERO_QUATERNION, DeviceErrors, outside_capture, split_status
+from .host import to_numpy
+from .host_staging import HostStaging, call_bytes
+from .interop import borrow_indices, borrow_mask
+from .launch import RecordedLaunch, block_dim_for
+from .rows import ALL, INDEXED, MASK, Rows, is_torch_tensor
+from .values import check_host_rows, device_data, float32_rows, unwrap, wait_for_producer, width_of
 
 __all__ = ["Arguments", "ArrayLike", "IndicesLike", "MaskLike"]
 
@@ -231,7 +232,7 @@ class Arguments:
                 raise ValueError(f"mask: expected shape ({count},), got {mask.shape}")
             if mask.device == self._device:
                 return mask
-            _wait_for_producer(mask)
+            wait_for_producer(mask)
             return wp.clone(mask, device=self._device)
         host = np.asarray(mask)
         if host.dtype != np.bool_:
@@ -364,14 +365,15 @@ class Arguments:
             return None, True
         value = unwrap(value)
         if self._device_rows and select is None:  # the reset path: device data the kernels read in place
-            fast = self._device_data(value, dtype)
+            fast = device_data(value, dtype, self._device, self._casts)
             if fast is not None:
                 if fast.shape[0] != rows:
-                    width = _width(dtype)
+                    width = width_of(dtype)
                     raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({fast.shape[0]}, {width})")
                 return (fast if rows else None), False
-        width = _width(dtype)
-        arr, from_host = self._to_float32_rows(value, name, width)  # host data for a CUDA view stays NumPy
+        width = width_of(dtype)
+        # host data for a CUDA view stays NumPy
+        arr, from_host = float32_rows(value, name, width, self._device, self._device_rows)
         if arr.shape[0] != rows:
             raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({arr.shape[0]}, {width})")
         if rows == 0:
@@ -391,7 +393,7 @@ class Arguments:
         elif host is not None and self._device.is_cuda:  # host data for a CUDA view: one staged copy
             return self._staged_rows(host, name, dtype), from_host
         elif arr.device != self._device:  # another device's
-            _wait_for_producer(arr)
+            wait_for_producer(arr)
             arr = wp.clone(arr, device=self._device)
         if not from_host and not self._device_rows and select is None:
             status = self._errors.status
@@ -402,36 +404,9 @@ class Arguments:
 
     def _staged_rows(self, host: np.ndarray, name: str, dtype: Any) -> wp.array:
         """Checked host rows ((M, width) NumPy) on the view's CUDA device as (M,) ``dtype``, through the view's
-        staging buffers (:class:`~frameview._staging.HostStaging`): no allocation, one copy per call; the device
+        staging buffers (:class:`~.host_staging.HostStaging`): no allocation, one copy per call; the device
         rows are read by this call's launches (or copied by a writer scope) before the next call's copy."""
         return self._staging().put(name, np.asarray(host, dtype=np.float32), dtype)
-
-    def _device_data(self, value: Any, dtype: Any) -> wp.array | None:
-        """``value`` as an (M,) ``dtype`` array the kernels read in place, when it lives on the view's device with
-        unit column stride (rows may be strided: column slices of a wider tensor): Warp ``dtype`` arrays, Warp
-        (M, width) float32 arrays and float32 torch tensors, zero-copy; other float torch tensors after one device
-        cast. ``None``: another kind, the general path converts it."""
-        if isinstance(value, wp.array):
-            if value.device is not self._device and value.device != self._device:
-                return None
-            if value.dtype == dtype and value.ndim == 1:
-                return value
-            if value.dtype == wp.float32 and value.ndim == 2:
-                return rows_view(value, dtype)
-            return None
-        if not is_torch_tensor(value):
-            return None
-        width = _width(dtype)
-        array = borrow_rows_on(value, dtype, width, self._device)
-        if array is not None:
-            return array
-        if not torch_on(value, self._device):
-            return None
-        if value.is_floating_point() and value.dtype != sys.modules["torch"].float32:
-            cast = value.detach().to(dtype=sys.modules["torch"].float32)  # one device cast
-            array = borrow_rows(cast, dtype, width)
-            self._casts[dtype] = cast  # the borrowed array owns nothing: keep the cast alive past the call's launches
-        return array
 
     def _value_error(self, name: str, arr: wp.array) -> Callable[[int], Exception]:
         def make(value: int) -> Exception:
@@ -441,90 +416,6 @@ class Arguments:
             return ValueError(f"{name}: row {row} holds {what} {values}; nothing was written")
 
         return make
-
-    def _to_float32_rows(self, value: ArrayLike, name: str, width: int) -> tuple[Any, bool]:
-        """Any accepted array type -> (float32 rows of shape (M, width), whether it came from the host): a Warp
-        array, zero-copy when possible, or, for a CUDA view, host data as NumPy (the caller stages it)."""
-        expected = f"(M, {width}) float32/float64"
-        if isinstance(value, wp.array):
-            value, from_host = self._warp_float32_rows(value, name, width, expected)
-        elif is_torch_tensor(value):
-            value, from_host = _torch_float32_rows(value, name, width, expected)
-        else:
-            value, from_host = _host_float32_rows(value, name, expected), True
-        if isinstance(value, np.ndarray):
-            if value.ndim != 2 or value.shape[1] != width:
-                raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
-            if self._device.is_cuda:  # the caller checks and stages it (_staged_rows)
-                return value, from_host
-            value = wp.array(value, dtype=wp.float32, device=self._device, copy=False)
-        if value.ndim != 2 or value.shape[1] != width:
-            raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
-        return value, from_host
-
-    def _warp_float32_rows(self, value: wp.array, name: str, width: int, expected: str) -> tuple[Any, bool]:
-        """A Warp array -> (float32 rows: a Warp view or a host copy, whether it came from the host)."""
-        from_host = value.device.is_cpu and not (self._device.is_cpu and self._device_rows)
-        if _width(value.dtype) == width and value.ndim == 1 and value.dtype in (wp.vec3f, wp.quatf, wp.vec4f):
-            value = value.view(wp.float32).reshape((value.shape[0], width))
-        elif value.dtype in (wp.vec3d, wp.quatd, wp.vec4d) and value.ndim == 1 and _width(value.dtype) == width:
-            return to_numpy(value).astype(np.float32), True
-        elif value.dtype in (wp.float32, wp.float64) and value.ndim == 2:
-            if value.dtype == wp.float64 or not value.is_contiguous:
-                return to_numpy(value).astype(np.float32), True
-        else:
-            raise TypeError(f"{name}: expected {expected} data, got a Warp array of dtype {value.dtype}")
-        return value, from_host
-
-
-def _wait_for_producer(array: wp.array) -> None:
-    """Before copying an input that lives on another GPU: wait until that device finished producing it (whatever
-    stream, Warp's or torch's, wrote it). A host wait, on the cross-device path only: pass inputs on the view's own
-    device to keep the reset path free of host round trips."""
-    if array.device.is_cuda:
-        with CAPTURE_LOCK:  # Warp refuses the wait while any view of the device captures
-            wp.synchronize_device(array.device)
-
-
-def _torch_float32_rows(value: Any, name: str, width: int, expected: str) -> tuple[wp.array, bool]:
-    """A torch tensor -> (a float32 wp.array2d over it, whether it came from the host)."""
-    if not value.is_floating_point():
-        raise TypeError(f"{name}: expected {expected} data, got a torch tensor of dtype {value.dtype}")
-    from_host = str(value.device) == "cpu"
-    value = value.detach()
-    value = value.to(dtype=sys.modules["torch"].float32).contiguous()
-    if value.ndim != 2 or value.shape[1] != width:
-        raise ValueError(f"{name}: expected shape (M, {width}), got {tuple(value.shape)}")
-    return wp.from_torch(value, dtype=wp.float32), from_host
-
-
-def _host_float32_rows(value: Any, name: str, expected: str) -> np.ndarray:
-    """NumPy data or nested sequences -> a contiguous float32 NumPy array."""
-    try:
-        host = np.asarray(value)
-    except ValueError as exc:  # ragged nested lists
-        raise ValueError(f"{name}: expected {expected} data, got a ragged {type(value).__name__}") from exc
-    if host.dtype.kind != "f":
-        raise TypeError(f"{name}: expected {expected} data, got dtype {host.dtype}")
-    return np.ascontiguousarray(host, dtype=np.float32)
-
-
-_PLAIN = (wp.array, np.ndarray, list, tuple, range, type(None))
-_PLAIN_TYPES: set[type] = set(_PLAIN)
-"""The exact types :func:`unwrap` passes through at once (others take the ``isinstance`` checks)."""
-
-
-def unwrap(value: Any) -> Any:
-    """The Warp array inside an Isaac Lab ``ProxyArray``-like object (one with a ``warp`` attribute holding a
-    ``wp.array``), else ``value`` itself."""
-    kind = type(value)
-    if kind in _PLAIN_TYPES or isinstance(value, _PLAIN):
-        return value
-    if is_torch_tensor(value):
-        _PLAIN_TYPES.add(kind)  # torch is not imported here: its tensor types are learnt as they come
-        return value
-    inner = getattr(value, "warp", None)
-    return inner if isinstance(inner, wp.array) else value
 
 
 def _layout(value: Any) -> tuple:
@@ -539,26 +430,3 @@ def _layout(value: Any) -> tuple:
 def _torch_index_dtypes() -> tuple:
     torch = sys.modules["torch"]
     return (torch.int32, torch.int64)
-
-
-def _width(dtype: Any) -> int:
-    """Number of scalars in one element of a Warp dtype (3 for vec3f, 4 for quatf, 1 for scalars)."""
-    return int(getattr(dtype, "_length_", 1))
-
-
-def check_host_rows(host: np.ndarray, rows: np.ndarray | None, name: str, check_norm: bool) -> None:
-    """Raise ``ValueError`` naming the first of ``rows`` (all when ``None``) of ``host`` (M, width) that holds a
-    non-finite value (or, ``check_norm``, a zero-norm quaternion)."""
-    part = host if rows is None else host[rows]
-    if np.isfinite(part).all() and (not check_norm or not part.size or np.abs(part).max(axis=1).min() >= 1.0e-6):
-        return  # the usual case, in a few array operations (a norm is at least its largest component)
-    bad = ~np.isfinite(part).all(axis=1)
-    if check_norm:  # in float64: a float32 square of a large (valid) component overflows
-        wide = part.astype(np.float64)
-        bad |= (wide * wide).sum(axis=1) < 1.0e-12
-    if bad.any():
-        first = int(np.flatnonzero(bad)[0])
-        row = first if rows is None else int(rows[first])
-        values = host[row].tolist()
-        what = "a zero-norm quaternion" if np.all(np.isfinite(values)) else "a non-finite value"
-        raise ValueError(f"{name}: row {row} holds {what} {values}; nothing was written")

@@ -4,7 +4,7 @@
 :class:`StageCore` owns the per-stage lock, the ordinal counter (write floors and seals), the interned path lists,
 the ``has_prim`` listing batch and the read groups pinned by selections; its query methods read attributes of a
 path list in one call (O(list), never O(stage)). The helpers below turn ovstage read groups into NumPy index arrays.
-Used by :mod:`frameview.fabric.ovstage` (the provider facade) and :mod:`frameview.fabric.ovstage_selection`.
+Used by :mod:`.fabric_stage` (the provider facade) and :mod:`.selection`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import numpy as np
 import ovstage
 from ovstage import HierarchyRelation, OrdinalRange, PathDictionary, Scope
 
-from ..visibility import INVISIBLE, NO_OPINION, TOKENS, VISIBILITY_ATTR, VISIBLE
+from ....visibility import INVISIBLE, NO_OPINION, TOKENS, VISIBILITY_ATTR, VISIBLE
 
 if TYPE_CHECKING:
-    from .ovstage_selection import OvstageSelection
+    from .selection import OvstageSelection
 
 __all__ = ["LATEST", "STATUS_OK", "USD_PATH", "StageCore", "index_map"]
 

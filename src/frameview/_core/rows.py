@@ -4,7 +4,7 @@
 Internal to the views. A call's rows are one :class:`Rows`: ``ALL`` (every view prim, row ``i`` is prim ``i``),
 ``INDEXED`` (row ``k`` is prim ``indices[k]``, int32 on the view's device) or ``MASK`` (row ``i`` is prim ``i``,
 written / read only where ``mask[i]``). Errors found on the device are reported through
-:mod:`frameview._device_errors`.
+:mod:`frameview._core.device_errors`.
 """
 
 from __future__ import annotations

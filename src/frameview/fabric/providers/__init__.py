@@ -7,7 +7,7 @@ import importlib.util
 import logging
 from typing import Any
 
-from .stage import FabricStage
+from ..stage import FabricStage
 
 __all__ = ["FABRIC_PROVIDERS", "OVSTAGE_MIN_VERSION", "open_fabric_stage", "ovstage_version_problem"]
 
@@ -115,7 +115,7 @@ def open_fabric_stage(stage: Any, device: str, provider: str = "auto") -> Fabric
             )
         if not _available("ovstage"):
             raise ImportError(f"fabric_provider='ovstage' needs ovstage: {_INSTALL['ovstage']}")
-        from .ovstage import attach as attach_ovstage
+        from .ovstage.fabric_stage import attach as attach_ovstage
 
         return attach_ovstage(stage, device)
     # usdrt

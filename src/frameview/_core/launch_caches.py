@@ -1,12 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""How the Fabric and Newton views launch their kernels: recorded launches that re-pack only what changed, and on
-CUDA calls captured once into graphs replayed from then on, on the device's capture stream.
+"""The views' launch caches: the recorded launches of a view's calls and, on CUDA, each call captured once into a
+graph replayed from then on, on the device's capture stream (:func:`~.launch.capture_stream`).
 
-:class:`RecordedLaunch` is the host side of a small launch at the GPU floor. :func:`capture_stream` is the one
-non-blocking stream per CUDA device on which the views capture their own graphs. A call's graph is replayed only for
-the key it was captured with: the key holds the :func:`address` of each array the caller passes. A Fabric view
-launches through :class:`FabricLaunches` (everything else its launches read belongs to the view, kept in its
-cache and dropped with the fabric arrays on a bucket change), a Newton view through :class:`LaunchCache`
+A Fabric view launches through :class:`FabricLaunches` (everything else its launches read belongs to the view, kept
+in its cache and dropped with the fabric arrays on a bucket change), a Newton view through :class:`LaunchCache`
 (whose keys also name the simulation state's ``body_q``, a different array from one step to the next).
 """
 
@@ -19,166 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
-from .fabric.epoch import UNGUARDED
+from ..fabric.epoch import UNGUARDED
 from .host import CAPTURE_LOCK
+from .launch import RecordedLaunch, block_dim_for, capture_stream
 
 if TYPE_CHECKING:
-    from ._device_errors import DeviceErrors
-    from .fabric.epoch import LayoutEpoch
+    from ..fabric.epoch import LayoutEpoch
+    from .device_errors import DeviceErrors
 
-__all__ = [
-    "PUBLISHES",
-    "SMALL_BLOCK",
-    "FabricLaunches",
-    "LaunchCache",
-    "OffsetKeys",
-    "RecordedLaunch",
-    "address",
-    "block_dim_for",
-    "capture_stream",
-    "narrow_key",
-    "narrow_steps",
-]
-
-
-class RecordedLaunch:
-    """``kernel(*params)`` recorded once, then launched with only the changed parameters re-packed.
-
-    ``wp.launch`` looks the kernel up and packs every argument on every call, most of a small launch's host time; a
-    recorded command keeps the packed arguments, and :meth:`launch` updates those whose object changed (arrays by
-    identity, scalars by value) and the dimension. An argument of another kind than the one recorded (a plain array
-    where a fabric array was: another overload of a generic kernel) records the launch again. The command holds raw
-    pointers: this object keeps every array it was given alive, so no address can be reused while it is recorded.
-
-    Args:
-        kernel: The Warp kernel.
-        dim: Launch dimension.
-        params: Every argument, inputs then outputs, in the kernel's order.
-        device: The device to launch on.
-        block_dim: Threads per block on CUDA (None: Warp's default, 256); see :func:`block_dim_for`.
-    """
-
-    __slots__ = ("_block_dim", "_cmd", "_device", "_dim", "_kernel", "_params")
-
-    def __init__(self, kernel: Any, dim: Any, params: list, device: Any, block_dim: int | None = None) -> None:
-        self._kernel, self._device, self._block_dim = kernel, device, block_dim
-        self._record(dim, params)
-
-    def _record(self, dim: Any, params: list) -> None:
-        self._cmd = wp.launch(self._kernel, dim=dim, inputs=params, device=self._device, record_cmd=True,
-                              block_dim=self._block_dim)  # fmt: skip
-        self._params = list(params)
-        self._dim = dim
-
-    def launch(self, dim: Any, params: list, stream: wp.Stream | None = None) -> None:
-        """Launch with ``params`` (same length and kinds as recorded) over ``dim``, on ``stream`` (default: the
-        device's current stream)."""
-        cmd, last = self._cmd, self._params
-        if dim == self._dim and params == last:  # the usual call: compared in C, identity first
-            cmd.launch(stream=stream)
-            return
-        for j, value in enumerate(params):
-            old = last[j]
-            if value is not old and (isinstance(value, (wp.array, wp.fabricarray)) or value != old):
-                if type(value) is not type(old):  # another overload of a generic kernel
-                    self._record(dim, params)
-                    self._cmd.launch(stream=stream)
-                    return
-                cmd.set_param_at_index(j, value)
-                last[j] = value
-        if dim != self._dim:
-            cmd.set_dim(dim)
-            self._dim = dim
-        cmd.launch(stream=stream)
-
-
-class OffsetKeys:
-    """Hashable keys of the rotation offsets reads take (camera conventions), for launch and graph caches: ``None``
-    for ``identity`` (no offset), else the offset's components, read once per offset object.
-
-    Args:
-        identity: The object callers pass for "no offset".
-    """
-
-    __slots__ = ("_identity", "_keys")
-
-    def __init__(self, identity: Any) -> None:
-        self._identity = identity
-        self._keys: dict[int, tuple[Any, tuple[float, ...]]] = {}
-
-    def __call__(self, offset: Any) -> tuple[float, ...] | None:
-        if offset is self._identity:
-            return None
-        cached = self._keys.get(id(offset))
-        if cached is None or cached[0] is not offset:
-            cached = self._keys[id(offset)] = (offset, tuple(offset))  # holds offset: its id stays its own
-        return cached[1]
-
-    def clear(self) -> None:
-        """Forget every offset (and release the objects held)."""
-        self._keys.clear()
-
-
-SMALL_BLOCK = 32
-"""Threads per block of the views' launches on CUDA. Their rows are few (a reset's 256) and fat (a thread moves and
-multiplies float64 4x4 matrices, 128 bytes each, so a warp's loads touch 32 cache lines): with Warp's 256 a reset's
-rows share one SM's load/store units; with 32 they spread over eight (H200: a write's commit 26 -> 12 us at 64)."""
-
-
-def block_dim_for(device: Any) -> int | None:
-    """The block size of the views' launches on ``device`` (None on the CPU: Warp's default, no extra module)."""
-    return SMALL_BLOCK if device.is_cuda else None
-
-
-def _new_capture_stream(device: Any) -> wp.Stream | None:
-    """A new non-blocking CUDA stream on ``device`` for the views' own graph captures, or None where none can be made.
-
-    Warp's streams are blocking: while one captures, an operation that another thread puts on the legacy default
-    stream would have to wait for it, and CUDA fails that operation. A non-blocking stream has no such implicit
-    dependency, so capturing on it never disturbs other threads. It is created through the CUDA driver, in the
-    device's context, and handed to Warp as an external stream, kept for the process (:func:`capture_stream`).
-    """
-    try:
-        import ctypes
-
-        lib = ctypes.CDLL("libcuda.so.1")
-        handle, previous = ctypes.c_void_p(), ctypes.c_void_p()
-        if lib.cuCtxPushCurrent_v2(ctypes.c_void_p(device.context)) != 0:
-            return None
-        try:
-            failed = lib.cuStreamCreate(ctypes.byref(handle), ctypes.c_uint(1))  # CU_STREAM_NON_BLOCKING
-        finally:
-            lib.cuCtxPopCurrent_v2(ctypes.byref(previous))
-        if failed or not handle.value:
-            return None
-        return wp.Stream(device, cuda_stream=handle.value)
-    except (OSError, AttributeError):  # no CUDA driver library by that name (e.g. not Linux): no own captures
-        return None
-
-
-_CAPTURE_STREAMS: dict[str, wp.Stream | None] = {}
-"""One non-blocking capture stream per CUDA device, shared by the views (made on first use, kept)."""
-
-
-def capture_stream(device: Any) -> wp.Stream | None:
-    """The device's shared non-blocking stream for the views' own captures (None where none can be made). Every
-    capture on it runs under :data:`~frameview.host.CAPTURE_LOCK`, so the views of all threads can share it."""
-    name = str(device)
-    with CAPTURE_LOCK:
-        if name not in _CAPTURE_STREAMS:
-            _CAPTURE_STREAMS[name] = _new_capture_stream(device)
-        return _CAPTURE_STREAMS[name]
-
-
-def address(array: wp.array | None) -> tuple | None:
-    """What a captured launch depends on in an array it was given: its address, shape and strides."""
-    return None if array is None else (array.ptr, array.shape, array.strides)
-
-
-def narrow_key(rows: Any) -> tuple | None:
-    """What a call's graph depends on in indices its first launch narrows (:attr:`Rows.narrow`): their address,
-    shape, strides and dtype."""
-    return None if rows.narrow is None else (address(rows.narrow[1]), rows.narrow[1].dtype)
+__all__ = ["PUBLISHES", "FabricLaunches", "LaunchCache", "Step", "narrow_steps"]
 
 
 PUBLISHES = "publishes"
@@ -189,7 +35,7 @@ class FabricLaunches:
     """The launches of a :class:`~frameview.fabric.view.FabricFrameView`: recorded launches, CUDA graphs of its calls.
 
     One cache holds the recorded launches (:meth:`recorded`, :meth:`command`) and the call graphs (:meth:`run`); the
-    view's Fabric data (:class:`~frameview.fabric.selections.FabricData`) drops it with the fabric arrays on a bucket
+    view's Fabric data (:class:`~frameview.fabric.data.FabricData`) drops it with the fabric arrays on a bucket
     change, the only time what the launches read of the view changes.
 
     Args:
@@ -362,7 +208,7 @@ _UNSET = object()
 class LaunchCache:
     """The launches of one view.
 
-    Every launch goes through a :class:`~frameview._launch.RecordedLaunch` kept per call name and step (only the
+    Every launch goes through a :class:`~frameview._core.launch.RecordedLaunch` kept per call name and step (only the
     arguments that changed since the name's previous call are re-packed), so calls of different shapes (all rows,
     indices, a mask; plain or camera reads) never re-pack each other's arguments.
 
@@ -373,7 +219,7 @@ class LaunchCache:
     (see :func:`address`); what it leaves out must stay fixed for the view's life. The last ``per_name`` keys of
     each name are kept (least recently used dropped): a loop swapping two states replays one graph per state.
     Inside the caller's own capture (``errors.is_capturing()``) the launches are made as they are, captured there.
-    On CUDA every launch runs with the views' small blocks (:func:`~frameview._launch.block_dim_for`).
+    On CUDA every launch runs with the views' small blocks (:func:`~frameview._core.launch.block_dim_for`).
 
     Args:
         device: The view's Warp device.

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from ._launch import RecordedLaunch
-from ._rows import INDEXED, Rows, source_index
 from .host import CAPTURE_LOCK, to_numpy
+from .launch import RecordedLaunch
+from .rows import INDEXED, Rows, source_index
 
 STATUS_OK = 2**31 - 1
 """The status word at rest (no error)."""

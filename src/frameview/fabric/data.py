@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
-from .._device_errors import outside_capture
+from .._core.device_errors import outside_capture
 from .epoch import UNGUARDED, LayoutEpoch, layout_changed
 from .lifecycle import DEFERRED_TAGS
 from .stage import LOCAL_MATRIX, WORLD_MATRIX, FabricSelection
 
 if TYPE_CHECKING:
-    from .._device_errors import DeviceErrors
-    from .._launch import FabricLaunches
+    from .._core.device_errors import DeviceErrors
+    from .._core.launch_caches import FabricLaunches
 
 __all__ = ["FabricData", "check_column", "plain_column"]
 

@@ -1,0 +1,374 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Internal: the Isaac Lab adapter behind :mod:`frameview.isaaclab` (which installs it): :class:`IsaacLabFrameView`,
+a frameview view behind Isaac Lab's ``BaseFrameView`` interface, and its writer scopes. The module docstring of
+:mod:`frameview.isaaclab` says what it does; its kernels are in :mod:`.isaaclab_kernels`."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+from .isaaclab_kernels import (
+    NO_BODIES,
+    NO_OFFSETS,
+    NO_QUATS,
+    SIGN_GF,
+    SIGN_NEWTON,
+    SIGN_NEWTON_LOCAL,
+    SIGN_WARP,
+    gather_shape_scales,
+    scatter_shape_scales,
+    signed_quats,
+)
+
+__all__ = ["INSTALL_HINT", "LEGACY_SCALES", "IsaacLabFrameView", "import_isaaclab"]
+
+LEGACY_SCALES = {"fabric": "world", "usd": "local", "newton": None}
+"""Space of Isaac Lab's ``get_scales`` / ``set_scales`` for the views a frameview backend replaces (``None``: Isaac
+Lab's are the scales of the collision shapes on the frame's body there)."""
+
+
+INSTALL_HINT = (
+    "frameview.isaaclab needs Isaac Lab 3 (isaaclab.sim.views.FrameView); install it into this environment "
+    "(pip install 'isaaclab>=3.0'), then frameview beside it: pip install 'frameview[isaaclab]'"
+)
+
+
+def import_isaaclab(module: str) -> Any:
+    """``module`` of Isaac Lab, or an ImportError that says how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"{INSTALL_HINT} ({exc})", name=module) from exc
+
+
+class _Proxies:
+    """Isaac Lab ``ProxyArray``s over frameview's buffers, in the shapes Isaac Lab's view of the backend returns:
+    ``(M, 3)`` / ``(M, 4)`` float32 arrays (its USD and Fabric views) or ``(M,)`` ``vec3f`` / ``vec4f`` (its Newton
+    view). One proxy per buffer, reused while the getter returns that buffer."""
+
+    def __init__(self, flat: bool) -> None:
+        self._proxy_type = import_isaaclab("isaaclab.utils.warp").ProxyArray
+        self._flat = flat
+        self._last: dict[str, tuple[wp.array, Any]] = {}
+        self._buffers: dict[tuple[str, int], wp.array] = {}
+
+    def wrap(self, name: str, array: wp.array) -> Any:
+        last = self._last.get(name)
+        if last is None or last[0] is not array:
+            shaped = array.view(wp.float32) if self._flat else array
+            last = self._last[name] = (array, self._proxy_type(shaped))
+        return last[1]
+
+    def buffer(self, name: str, count: int, dtype: Any, device: Any) -> wp.array:
+        """A buffer of this getter (``name``) for ``count`` rows, reused by its later calls."""
+        buf = self._buffers.get((name, count))
+        if buf is None:
+            buf = self._buffers[(name, count)] = wp.empty(count, dtype=dtype, device=device)
+        return buf
+
+
+class IsaacLabFrameView:
+    """A frameview view behind Isaac Lab's ``BaseFrameView`` interface (what ``FrameView(...)`` returns after
+    :func:`install`). The concrete classes also derive from Isaac Lab's ``BaseFrameView``.
+
+    Args:
+        prim_path: Isaac Lab prim path pattern (a regex per path component) or list of them.
+        device: Warp device of the view (``"cpu"``, ``"cuda:0"``).
+        validate_xform_ops: Accepted for Isaac Lab's signature; frameview authors no xformOps.
+        stage: pxr ``Usd.Stage``; default Isaac Lab's current stage.
+        **kwargs: Accepted for Isaac Lab's signature and ignored.
+    """
+
+    frameview_backend = "fabric"
+
+    def __init__(
+        self,
+        prim_path: str | Sequence[str],
+        device: str = "cpu",
+        validate_xform_ops: bool = True,
+        stage: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        del validate_xform_ops, kwargs
+        self._prim_path = prim_path if isinstance(prim_path, str) else list(prim_path)
+        self._device = str(device)
+        self._stage = import_isaaclab("isaaclab.sim").get_current_stage() if stage is None else stage
+        self._view: Any = None
+        self._prims: list[Any] | None = None
+        self._proxies = _Proxies(flat=self.frameview_backend != "newton")
+        self._no_rows = wp.empty(0, dtype=wp.int32, device=self._device)
+        self._ready_handle: Any = None
+        if self.frameview_backend != "newton":
+            self._build(None)
+            return
+        manager = import_isaaclab("isaaclab_newton.physics.newton_manager").NewtonManager
+        if manager.get_model() is not None:
+            self._build(manager)
+        else:
+            event = import_isaaclab("isaaclab.physics").PhysicsEvent.PHYSICS_READY
+            self._ready_handle = manager.register_callback(  # a bound method: Isaac Lab holds it weakly
+                self._on_physics_ready, event, name=f"frameview_{self._prim_path}"
+            )
+
+    def _on_physics_ready(self, _event: Any) -> None:
+        self._build(import_isaaclab("isaaclab_newton.physics.newton_manager").NewtonManager)
+
+    def _build(self, manager: Any) -> None:
+        from ..config import FrameViewCfg, make_frame_view
+
+        cfg = FrameViewCfg(prim_path=self._prim_path, backend=self.frameview_backend, device=self._device)
+        if manager is None:
+            self._view = make_frame_view(cfg, self._stage)
+        else:
+            self._view = make_frame_view(cfg, self._stage, model=manager.get_model(), state=manager.get_state_0)
+            self._offset_sign = self._isaaclab_offset_quats()
+
+    def _isaaclab_offset_quats(self) -> wp.array:
+        """Each Newton frame's rotation from its body (from the world, for a frame on no body) as Isaac Lab's
+        ``resolve_prim_pose`` gives it, from the frame's stage prim (its source's for a cloned env): the sign its
+        Newton view's quaternions inherit."""
+        from pxr import UsdPhysics
+
+        resolve = import_isaaclab("isaaclab.sim").resolve_prim_pose
+        view = self._view
+        quats = []
+        for path, body in zip(view.prim_paths, view.body_indices.tolist(), strict=True):
+            prim = self._stage.GetPrimAtPath(view._store.source_path(path))
+            ref = prim.GetParent() if body >= 0 else None
+            while ref is not None and not ref.HasAPI(UsdPhysics.RigidBodyAPI):
+                ref = ref.GetParent()
+            quats.append(resolve(prim, ref)[1])
+        return wp.array(np.array(quats, dtype=np.float32).reshape(-1, 4), dtype=wp.quatf, device=self._device)
+
+    @property
+    def frameview(self) -> Any:
+        """The frameview view behind this one (``fv.FabricFrameView``, ``fv.UsdFrameView``, ``fv.NewtonFrameView``).
+
+        Raises:
+            RuntimeError: Under Newton, before physics is ready (the view is built then).
+        """
+        if self._view is None:
+            raise RuntimeError(
+                f"FrameView({self._prim_path!r}): the Newton model does not exist yet; the view is built when Isaac "
+                f"Lab's physics is ready (after sim.reset())"
+            )
+        return self._view
+
+    # ------------------------------------------------------------------ Isaac Lab's properties
+
+    @property
+    def count(self) -> int:
+        """Number of prims (0 under Newton until physics is ready)."""
+        return 0 if self._view is None else self._view.count
+
+    @property
+    def device(self) -> str:
+        """Warp device of the returned arrays."""
+        return self._device
+
+    @property
+    def prim_paths(self) -> list[str]:
+        """Prim paths in view order."""
+        return list(self.frameview.prim_paths)
+
+    @property
+    def prims(self) -> list[Any]:
+        """The USD prims (``Usd.Prim``) in view order; under Newton, a frame of an env cloned in Newton only has
+        no prim of its own: its source's (env_0's) stands in, as Isaac Lab's camera does with its Newton view."""
+        if self._prims is None:
+            view = self.frameview
+            source = view._store.source_path if self.frameview_backend == "newton" else str
+            self._prims = [self._stage.GetPrimAtPath(source(p)) for p in view.prim_paths]
+        return self._prims
+
+    def close(self) -> None:
+        """Close the frameview view and drop the physics-ready callback. Idempotent."""
+        handle, self._ready_handle = self._ready_handle, None
+        if handle is not None:
+            handle.deregister()
+        if self._view is not None:
+            self._view.close()
+
+    # ------------------------------------------------------------------ Isaac Lab's backend hooks
+
+    def _rows(self, indices: Any) -> wp.array:
+        """``indices`` as a device int32 array (the empty array for all rows)."""
+        if indices is None:
+            return self._no_rows
+        if isinstance(indices, wp.array) and indices.dtype == wp.int32 and str(indices.device) == self._device:
+            return indices
+        if isinstance(indices, wp.array):
+            host = indices.numpy()
+        elif hasattr(indices, "detach"):  # torch
+            host = indices.detach().cpu().numpy()
+        else:
+            host = indices
+        return wp.array(np.asarray(host, dtype=np.int64).astype(np.int32), dtype=wp.int32, device=self._device)
+
+    def _signed(self, name: str, quat: wp.array, rule: int, indices: Any) -> wp.array:
+        """``quat`` signed as Isaac Lab's view signs it (see ``SIGN_GF``), into this getter's own buffer."""
+        out = self._proxies.buffer(name, quat.shape[0], wp.vec4f, quat.device)
+        view = self.frameview
+        if rule in (SIGN_NEWTON, SIGN_NEWTON_LOCAL):
+            store = view._store
+            params = [self._rows(indices), view._view_node, store.body, store.offset, self._offset_sign,
+                      view.state.body_q]  # fmt: skip
+        else:
+            dev = quat.device
+            params = [self._no_rows, self._no_rows, self._no_rows, NO_OFFSETS.get(dev), NO_QUATS.get(dev),
+                      NO_BODIES.get(dev)]  # fmt: skip
+        wp.launch(signed_quats, quat.shape[0], inputs=[quat, rule, *params], outputs=[out], device=quat.device)
+        return out
+
+    def _world_rule(self) -> int:
+        return {"usd": SIGN_GF, "fabric": SIGN_WARP, "newton": SIGN_NEWTON}[self.frameview_backend]
+
+    def _local_rule(self) -> int:
+        return {"usd": SIGN_GF, "fabric": SIGN_WARP, "newton": SIGN_NEWTON_LOCAL}[self.frameview_backend]
+
+    def _get_world_poses_impl(self, indices: Any = None) -> tuple[Any, Any]:
+        pos, quat = self.frameview.get_world_poses(indices)
+        quat = self._signed("world_quat", quat, self._world_rule(), indices)
+        return self._proxies.wrap("world_pos", pos), self._proxies.wrap("world_quat", quat)
+
+    def _get_local_poses_impl(self, indices: Any = None) -> tuple[Any, Any]:
+        pos, quat = self.frameview.get_local_poses(indices)
+        quat = self._signed("local_quat", quat, self._local_rule(), indices)
+        return self._proxies.wrap("local_pos", pos), self._proxies.wrap("local_quat", quat)
+
+    def _get_world_scales_impl(self, indices: Any = None) -> Any:
+        return self._proxies.wrap("world_scale", self.frameview.get_world_scales(indices))
+
+    def _get_local_scales_impl(self, indices: Any = None) -> Any:
+        return self._proxies.wrap("local_scale", self.frameview.get_local_scales(indices))
+
+    def _frame_bodies(self) -> wp.array:
+        """The Newton body of each frame (-1: none), on the device (made once)."""
+        bodies = getattr(self, "_bodies_dev", None)
+        if bodies is None:
+            bodies = self._bodies_dev = wp.array(self.frameview.body_indices, dtype=wp.int32, device=self._device)
+        return bodies
+
+    def _get_scales_impl(self, indices: Any = None) -> Any:
+        space = LEGACY_SCALES[self.frameview_backend]
+        if space == "world":
+            return self._get_world_scales_impl(indices)
+        if space == "local":
+            return self._get_local_scales_impl(indices)
+        # Newton: Isaac Lab's legacy get_scales reads the scale of the first collision shape on the frame's body
+        model = self.frameview.model
+        rows = self._rows(indices)
+        count = self.count if indices is None else rows.shape[0]
+        out = self._proxies.buffer("shape_scale", count, wp.vec3f, self._device)
+        wp.launch(gather_shape_scales, count, inputs=[model.shape_scale, model.shape_body, self._frame_bodies(),
+                  rows], outputs=[out], device=self._device)  # fmt: skip
+        return self._proxies.wrap("shape_scale", out)
+
+    def _set_scales_impl(self, scales: Any, indices: Any = None) -> None:
+        space = LEGACY_SCALES[self.frameview_backend]
+        if space is not None:
+            writer = self.xform_world_space_writer if space == "world" else self.xform_local_space_writer
+            with writer() as w:
+                w.set_scales(scales, indices)
+            return
+        # Newton: Isaac Lab's legacy set_scales writes the scale to every collision shape on the frame's body
+        model = self.frameview.model
+        rows = self._rows(indices)
+        count = self.count if indices is None else rows.shape[0]
+        data = scales.warp if hasattr(scales, "warp") else scales
+        if not (isinstance(data, wp.array) and data.dtype == wp.vec3f):
+            data = wp.array(np.asarray(data.numpy() if isinstance(data, wp.array) else (
+                data.detach().cpu().numpy() if hasattr(data, "detach") else data), dtype=np.float32).reshape(-1, 3),
+                dtype=wp.vec3f, device=self._device)  # fmt: skip
+        if data.shape[0] != count:
+            raise ValueError(f"set_scales: scales has {data.shape[0]} rows, expected {count} (one per index)")
+        wp.launch(scatter_shape_scales, count, inputs=[data, self._frame_bodies(), rows, model.shape_body],
+                  outputs=[model.shape_scale], device=self._device)  # fmt: skip
+
+    def _make_world_space_writer(self) -> Any:
+        return _writer_class("world")(self)
+
+    def _make_local_space_writer(self) -> Any:
+        return _writer_class("local")(self)
+
+    # ------------------------------------------------------------------ visibility (torch, as Isaac Lab's)
+
+    def get_visibility(self, indices: Any = None) -> Any:
+        """Computed visibility: ``(M,)`` torch bool tensor on :attr:`device` (a copy)."""
+        return wp.to_torch(self.frameview.get_visibility(indices)).clone()
+
+    def set_visibility(self, visibility: Any, indices: Any = None) -> None:
+        """Make prims visible / invisible: ``visibility`` an ``(M,)`` torch bool tensor (or any frameview accepts)."""
+        self.frameview.set_visibility(visibility, indices)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._prim_path!r}, device={self._device!r}, view={self._view!r})"
+
+
+_writers: dict[str, type] = {}
+
+
+def _writer_class(space: str) -> type:
+    """Isaac Lab's writer class for ``space``, backed by frameview's writer scope (made once per space)."""
+    cls = _writers.get(space)
+    if cls is None:
+        views = import_isaaclab("isaaclab.sim.views")
+        base = views.FrameViewWorldSpaceWriter if space == "world" else views.FrameViewLocalSpaceWriter
+        cls = type(f"_{space.capitalize()}SpaceWriter", (_ScopeWriter, base), {"space": space})
+        cls.__module__ = __name__
+        _writers[space] = cls
+    return cls
+
+
+class _ScopeWriter:
+    """Isaac Lab's writer-scope interface over frameview's scope of the same space (the concrete classes also derive
+    from Isaac Lab's ``FrameViewWorldSpaceWriter`` / ``FrameViewLocalSpaceWriter``, which hold the one-writer lock)."""
+
+    space = "world"
+    _view: IsaacLabFrameView
+
+    def _enter_impl(self) -> None:
+        view = self._view
+        try:
+            fv_view = view.frameview
+            self._scope = (fv_view.xform_world_space_writer if self.space == "world" else (
+                fv_view.xform_local_space_writer))()  # fmt: skip
+            self._scope.__enter__()
+        except BaseException:
+            view._active_writer = None  # Isaac Lab's __enter__ claimed the view before calling this hook
+            raise
+
+    def _exit_impl(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
+        scope, self._scope = self._scope, None
+        scope.__exit__(exc_type, exc_val, exc_tb)
+
+    def set_poses(
+        self, positions: Any = None, orientations: Any = None, indices: Any = None, *, translations: Any = None
+    ) -> None:
+        """Write positions (``translations`` in a local scope) and/or xyzw orientations of ``indices``."""
+        if translations is not None:
+            if positions is not None:
+                raise TypeError("set_poses: pass positions or translations, not both")
+            positions = translations
+        self._scope.set_poses(positions, orientations, indices)
+
+    def set_scales(self, scales: Any, indices: Any = None) -> None:
+        """Write scales of ``indices`` in this scope's space."""
+        self._scope.set_scales(scales, indices)
+
+    def get_poses(self, indices: Any = None) -> tuple[Any, Any]:
+        """Poses in this scope's space, the scope's writes applied, as ``ProxyArray``s."""
+        view = self._view
+        pos, quat = self._scope.get_poses(indices)
+        rule = view._world_rule() if self.space == "world" else view._local_rule()
+        quat = view._signed(f"{self.space}_quat", quat, rule, indices)  # signed as Isaac Lab's getters sign them
+        return view._proxies.wrap(f"{self.space}_pos", pos), view._proxies.wrap(f"{self.space}_quat", quat)
+
+    def get_scales(self, indices: Any = None) -> Any:
+        """Scales in this scope's space, the scope's writes applied, as a ``ProxyArray``."""
+        return self._view._proxies.wrap(f"{self.space}_scale", self._scope.get_scales(indices))
