@@ -33,3 +33,17 @@ def test_unknown_attribute_raises() -> None:
         assert "NoSuchThing" in str(exc)
     else:
         raise AssertionError("expected AttributeError")
+
+
+def test_each_view_is_one_class_over_the_contract() -> None:
+    """A backend view composes its parts (``_args``, ``_data``, ``_writer``, ...) instead of mixing them in: its
+    method resolution order is the view, BaseFrameView, ABC and object."""
+    import contextlib
+
+    import frameview as fv
+
+    classes = [fv.UsdFrameView, fv.FabricFrameView]
+    with contextlib.suppress(ImportError):  # newton is an extra
+        classes.append(fv.NewtonFrameView)
+    for cls in classes:
+        assert [c.__name__ for c in cls.__mro__] == [cls.__name__, "BaseFrameView", "ABC", "object"]

@@ -127,10 +127,7 @@ def report(verbose: bool = False) -> str:
     versions += [f"{d} {v}" if (v := _version(d)) else f"{d}: not installed" for d in _PACKAGES]
     lines.append(", ".join(versions))
 
-    from .config import available_backends
-
     cannot: dict[str, str] = {}
-    warp_said: list[str] = []
     warp_error: Exception | None = None
     with _native_stderr(verbose) as said:  # Warp's missing-driver line, printed by whichever import starts Warp
         try:
@@ -153,9 +150,21 @@ def report(verbose: bool = False) -> str:
     lines += ["", f"pxr: {provider}"]
     if problem is not None:
         lines.append(f"  problem: {problem}")
+    lines += _backend_lines(cannot) + _provider_lines(cannot) + _device_lines(warp_error, warp_said)
+    if warp_said and verbose is False:
+        others = [line for line in warp_said if "driver" not in line.lower()]
+        if others:
+            lines += ["", "printed while loading the packages above:", *(f"  {line}" for line in others)]
+    lines += ["", "Warp compiles frameview's kernels on first use (about 18 s on a CPU, once; then cached)."]
+    return "\n".join(lines)
+
+
+def _backend_lines(cannot: dict[str, str]) -> list[str]:
+    """The backends section: each usable or not, with the reason and how to get it (``cannot``: module -> why)."""
+    from .config import available_backends
 
     providers_here = [name for name, (_, module, _) in _PROVIDERS.items() if module not in cannot]
-    lines += ["", "backends (FrameViewCfg.backend):"]
+    lines = ["", "backends (FrameViewCfg.backend):"]
     for name in available_backends():
         if name not in _BACKENDS:
             lines.append(f"  {name:<8} ok: registered by a plug-in (frameview.backends entry point)")
@@ -171,8 +180,12 @@ def report(verbose: bool = False) -> str:
             lines.append(f"  {name:<8} usable: {what} (here: {', '.join(providers_here)})")
         else:
             lines.append(f"  {name:<8} usable: {what}")
+    return lines
 
-    lines += ["", "fabric providers (FrameViewCfg.fabric_provider):"]
+
+def _provider_lines(cannot: dict[str, str]) -> list[str]:
+    """The Fabric providers section, and what ``"auto"`` picks here."""
+    lines = ["", "fabric providers (FrameViewCfg.fabric_provider):"]
     for name, (what, module, how) in _PROVIDERS.items():
         if module in cannot:
             lines.append(f"  {name:<8} not usable here: {cannot[module]}")
@@ -182,28 +195,29 @@ def report(verbose: bool = False) -> str:
             lines.append(f"  {name:<8} usable: {what}{version}")
     auto = "usdrt" if "usdrt" not in cannot else "memory"
     lines.append(f"  {'auto':<8} picks {auto} for a pxr stage here, ovstage for an ovstage.Stage (and logs its choice)")
+    return lines
 
-    lines += ["", "devices (FrameViewCfg.device):"]
+
+def _device_lines(warp_error: Exception | None, warp_said: list[str]) -> list[str]:
+    """The devices section: the CPU and each CUDA device Warp sees (or why none)."""
+    lines = ["", "devices (FrameViewCfg.device):"]
     if warp_error is not None:
         lines.append(f"  Warp did not initialise: {type(warp_error).__name__}: {warp_error}")
-    else:
-        lines.append(f"  {'cpu':<8} ok")
-        cuda = [d for d in wp.get_devices() if d.is_cuda]
-        for d in cuda:
-            mem = getattr(d, "total_memory", 0) / 2**30
-            lines.append(f"  {d.alias:<8} ok: {d.name}, {mem:.1f} GiB")
-        if not cuda:
-            driver = " ".join(line for line in warp_said if "driver" in line.lower()).strip()
-            lines.append(
-                f"  {'cuda:N':<8} none: no CUDA device is visible to Warp; use device='cpu'"
-                + (f" (Warp: {driver})" if driver else "")
-            )
-    if warp_said and verbose is False:
-        others = [line for line in warp_said if "driver" not in line.lower()]
-        if others:
-            lines += ["", "printed while loading the packages above:", *(f"  {line}" for line in others)]
-    lines += ["", "Warp compiles frameview's kernels on first use (about 18 s on a CPU, once; then cached)."]
-    return "\n".join(lines)
+        return lines
+    import warp as wp
+
+    lines.append(f"  {'cpu':<8} ok")
+    cuda = [d for d in wp.get_devices() if d.is_cuda]
+    for d in cuda:
+        mem = getattr(d, "total_memory", 0) / 2**30
+        lines.append(f"  {d.alias:<8} ok: {d.name}, {mem:.1f} GiB")
+    if not cuda:
+        driver = " ".join(line for line in warp_said if "driver" in line.lower()).strip()
+        lines.append(
+            f"  {'cuda:N':<8} none: no CUDA device is visible to Warp; use device='cpu'"
+            + (f" (Warp: {driver})" if driver else "")
+        )
+    return lines
 
 
 def quiet_warp() -> None:
