@@ -44,7 +44,6 @@ ArrayLike = Any
 _INDEX_KINDS = ("i", "u")
 _MASK_KEY = "mask"
 """The keyword part of ``Arguments._last_rows``'s key for masks (indices: whether the backend narrows)."""
-_WARP_INDEX_DTYPES = INDEX_DTYPES
 
 
 class Arguments:
@@ -164,8 +163,7 @@ class Arguments:
     def _staging(self) -> HostStaging:
         """The view's staging buffers for host inputs (CUDA), made on first use."""
         staging = self._host_staging
-        if staging is None:
-            self.check_outside_capture("its staging buffers")
+        if staging is None:  # no memory yet: the first put allocates it (and refuses a capture)
             staging = self._host_staging = HostStaging(self._device, self._errors.is_capturing, call_bytes(self.count))
         return staging
 
@@ -185,7 +183,7 @@ class Arguments:
                 return None
         elif not isinstance(indices, wp.array):
             return None
-        if indices.device != self._device or indices.dtype not in _WARP_INDEX_DTYPES:
+        if indices.device != self._device or indices.dtype not in INDEX_DTYPES:
             return None
         if indices.ndim != 1:
             raise ValueError(f"indices: expected a 1-D array of indices, got shape {tuple(indices.shape)}")
@@ -248,7 +246,7 @@ class Arguments:
 
     def indices_to_numpy(self, indices: IndicesLike) -> np.ndarray:
         if isinstance(indices, wp.array):
-            if indices.dtype not in _WARP_INDEX_DTYPES:
+            if indices.dtype not in INDEX_DTYPES:
                 hint = " (for a boolean mask pass mask=...)" if indices.dtype == wp.bool else ""
                 raise TypeError(f"indices: expected a Warp array of an integer dtype, got dtype {indices.dtype}{hint}")
             host = to_numpy(indices)
@@ -425,8 +423,3 @@ def _layout(value: Any) -> tuple:
     if is_torch_tensor(value):
         return (value.data_ptr(), value.shape, value.stride(), value.dtype, value.device)
     return ()
-
-
-def _torch_index_dtypes() -> tuple:
-    torch = sys.modules["torch"]
-    return (torch.int32, torch.int64)

@@ -25,7 +25,8 @@ class HostStaging:
     """Pinned host memory and device memory of one size, filled from the front by each call.
 
     The buffers hold everything one call can stage (:func:`call_bytes`): views handed out during a call stay valid
-    until its launches ran, so a call never wraps around or grows them.
+    until its launches ran, so a call never wraps around or grows them. They are allocated by the first :meth:`put`
+    (a view that only ever gets device inputs never allocates them).
 
     Args:
         device: The view's CUDA device.
@@ -36,9 +37,10 @@ class HostStaging:
     def __init__(self, device: wp.context.Device, capturing: Any, nbytes: int) -> None:
         self._device = device
         self._capturing = capturing
-        self._host = wp.empty(nbytes, dtype=wp.uint8, device="cpu", pinned=True)
-        self._host_bytes = self._host.numpy()
-        self._dev = wp.empty(nbytes, dtype=wp.uint8, device=device)
+        self._nbytes = nbytes
+        self._host: wp.array | None = None
+        self._host_bytes = np.empty(0, dtype=np.uint8)
+        self._dev: wp.array | None = None
         self._event: wp.Event | None = None
         self._cursor = 0
         self._depth = 0
@@ -63,6 +65,10 @@ class HostStaging:
         end = start + flat.size
         if start == 0 and self._event is not None:  # the copy of an earlier call has read the buffer
             wp.synchronize_event(self._event)
+        if self._dev is None:  # first use, outside any capture (refused above)
+            self._host = wp.empty(self._nbytes, dtype=wp.uint8, device="cpu", pinned=True)
+            self._host_bytes = self._host.numpy()
+            self._dev = wp.empty(self._nbytes, dtype=wp.uint8, device=self._device)
         if end > self._host_bytes.size:  # call_bytes() bounds a call: this is a bug, not bad input
             raise RuntimeError(f"{name}: {end} bytes staged in one call, over the {self._host_bytes.size} reserved")
         self._host_bytes[start:end] = flat
@@ -94,7 +100,7 @@ class HostStaging:
 
     def flush(self) -> None:
         """Copy what the call staged to the device (asynchronous), and record when that copy has run."""
-        if not self._cursor:
+        if not self._cursor or self._dev is None or self._host is None:
             return
         wp.copy(self._dev, self._host, count=self._cursor)
         if self._event is None:

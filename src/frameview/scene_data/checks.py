@@ -12,6 +12,7 @@ import warp as wp
 
 from .._core.interop import borrow_indices, borrow_rows
 from .._core.rows import is_torch_tensor
+from .._core.values import unwrap
 
 __all__ = ["Source", "TransformSource", "check_mapping", "check_outputs", "resolve_source", "row_count"]
 
@@ -35,7 +36,7 @@ def _as_vector_array(value: Any, name: str, vec_type: type, scalar: type, width:
     Returns it as a (N,) array of ``vec_type`` (a zero-copy view for the scalar form).
     """
     expected = f"wp.{vec_type.__name__} (N,) or {scalar.__name__} (N, {width})"
-    value = _unwrap(value)
+    value = unwrap(value)
     if is_torch_tensor(value):  # zero-copy; rows may be strided (column slices of a wider tensor)
         borrowed = borrow_rows(value, vec_type, width)
         if borrowed is None:
@@ -99,7 +100,7 @@ def _as_matrix_array(value: wp.array, name: str, device: wp.Device) -> wp.array:
 
 def resolve_source(value: Any, count: int, device: wp.Device) -> Source:
     """Validate a transform source (see :data:`TransformSource`) against the provider's paths and device."""
-    value = _unwrap(value)
+    value = unwrap(value)
     if is_torch_tensor(value):  # (N, 4, 4) float64 matrices, zero-copy
         if value.dtype != sys.modules["torch"].float64 or tuple(value.shape[1:]) != (4, 4):
             raise TypeError(f"transforms: expected (N, 4, 4) float64 matrices, got a {value.dtype} tensor of shape "
@@ -133,7 +134,7 @@ def resolve_source(value: Any, count: int, device: wp.Device) -> Source:
 def check_mapping(mapping: Any, device: wp.Device) -> wp.array:
     """Check that ``mapping`` is a (M,) int32 array on ``device`` (from ``create_mapping``): a Warp array, or a torch
     tensor or ``ProxyArray``-like (viewed as a Warp array without a copy); return the Warp array."""
-    mapping = _unwrap(mapping)
+    mapping = unwrap(mapping)
     if is_torch_tensor(mapping):
         if mapping.dtype != sys.modules["torch"].int32:
             raise TypeError(f"mapping: expected dtype int32, got a torch tensor of dtype {mapping.dtype}; build it "
@@ -153,12 +154,6 @@ def check_mapping(mapping: Any, device: wp.Device) -> wp.array:
     if mapping.device != device:
         raise ValueError(f"mapping: expected an array on {device} (the provider's device), got one on {mapping.device}")
     return mapping
-
-
-def _unwrap(value: Any) -> Any:
-    """The Warp array inside an Isaac Lab ``ProxyArray``-like object (a ``warp`` attribute), else ``value``."""
-    inner = getattr(value, "warp", None) if not isinstance(value, (wp.array, tuple, list)) else None
-    return inner if isinstance(inner, wp.array) else value
 
 
 def row_count(count: Any, available: int, what: str) -> int:

@@ -12,6 +12,7 @@ import warp as wp
 
 from .._core.host import to_numpy
 from .._core.rows import is_torch_tensor
+from .._core.values import unwrap
 from .checks import (
     Source,
     TransformSource,
@@ -88,7 +89,7 @@ class SceneDataProvider:
             self._callable = transforms
         else:
             first = transforms[0] if isinstance(transforms, (tuple, list)) and transforms else transforms
-            first = getattr(first, "warp", first)  # a ProxyArray-like: its Warp array
+            first = unwrap(first)  # a ProxyArray-like: its Warp array
             if device is None and isinstance(first, wp.array):
                 self._device = first.device
             elif device is None and is_torch_tensor(first):
