@@ -38,6 +38,17 @@ _LAZY_IMPORTS: dict[str, str] = {
     "rank_device": ".distributed",
     "to_numpy": "._core.host",
     "as_torch": "._core.interop",
+    "RigidBodyView": ".physics",
+    "ArticulationView": ".physics",
+    "JointStateReader": ".physics",
+    "JointState": ".physics",
+    "StaleViewError": ".physics",
+    "PhysicsViewCfg": ".physics",
+    "make_rigid_body_view": ".physics",
+    "make_articulation_view": ".physics",
+    "make_joint_state_reader": ".physics",
+    "NewtonRigidBodyView": ".newton",
+    "NewtonArticulationView": ".newton",
 }
 
 __all__ = ["__version__", *sorted(_LAZY_IMPORTS)]
@@ -64,8 +75,19 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see the real names
     from .config import FrameViewCfg, available_backends, make_frame_view, register_backend
     from .distributed import GatheredPoses, all_gather_poses, rank_device
     from .fabric.view import FabricFrameView
-    from .newton import NewtonFrameView
+    from .newton import NewtonArticulationView, NewtonFrameView, NewtonRigidBodyView
     from .paths import PrimTree, resolve_prim_paths
+    from .physics import (
+        ArticulationView,
+        JointState,
+        JointStateReader,
+        PhysicsViewCfg,
+        RigidBodyView,
+        StaleViewError,
+        make_articulation_view,
+        make_joint_state_reader,
+        make_rigid_body_view,
+    )
     from .scene_data.mapping import create_mapping
     from .scene_data.provider import SceneDataProvider
     from .usd import UsdFrameView

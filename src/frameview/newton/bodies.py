@@ -1,0 +1,316 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Typed physics views on Newton: rigid bodies and articulations, read from the model and the simulation state.
+
+Prims are found by their labels in the model (``model.body_label``, ``model.articulation_label``: the prim paths when
+the model was built from USD, or what the builder was given), so no stage is needed. Each getter is one gather launch
+from ``state.body_q`` / ``body_qd`` / ``joint_q`` / ``joint_qd``, ``control.joint_f`` or the model's mass properties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+try:
+    import newton
+except ImportError as exc:  # the optional extra frameview[newton]
+    raise ImportError(
+        "the Newton physics views need newton: install frameview[newton] (newton, newton-usd-schemas)", name=exc.name
+    ) from exc
+
+from ..physics.base import ArticulationView, PhysicsView, RigidBodyView, StaleViewError, gather
+from ..physics.labels import match_labels
+
+__all__ = ["NewtonArticulationView", "NewtonRigidBodyView"]
+
+_EFFORT_SOURCE = (
+    "newton: control.joint_f, the generalized forces applied to the joints (feed-forward efforts), not the force a "
+    "PD drive or actuator computes inside the solver"
+)
+_QDD_HINT = (
+    "the Newton state holds no body accelerations (state.body_qdd is None): request them before creating the "
+    "states, with model.request_state_attributes('body_qdd') (newton < 1.7) or the solver's BODY_QDD observable, "
+    "and use a solver that fills them"
+)
+
+
+def _labels(model: Any, kind: str) -> list[str]:
+    labels = getattr(model, f"{kind}_label", None)
+    if labels is None:  # older newton spelt them *_key
+        labels = getattr(model, f"{kind}_key", None)
+    if labels is None:
+        raise TypeError(f"model: the Newton model has no {kind}_label list; expected newton >= 1.6")
+    return [str(label) for label in labels]
+
+
+def _current_model(model: Any) -> Any:
+    current = model if isinstance(model, newton.Model) or not callable(model) else model()
+    if not isinstance(current, newton.Model):
+        raise TypeError(f"model: expected a newton.Model (or a callable returning it), got {type(current).__name__}")
+    return current
+
+
+def _table(rows: Sequence[Sequence[int]], device: Any) -> wp.array:
+    return wp.array(np.asarray(rows, dtype=np.int32).reshape(len(rows), -1), dtype=wp.int32, device=device)
+
+
+class _NewtonSource(PhysicsView):
+    """Model, state and control handling shared by the Newton views: each may be the object or a callable returning
+    the current one (Isaac Lab's ``NewtonManager`` getters). A model callable that returns another model than the one
+    the view was made from (re-finalised) makes the view stale."""
+
+    def _bind(self, model: Any, state: Any, control: Any) -> None:
+        self._model_source = None if isinstance(model, newton.Model) else model
+        current = _current_model(model)
+        if not (isinstance(state, newton.State) or callable(state)):
+            raise TypeError(f"state: expected a newton.State or a callable returning it, got {type(state).__name__}")
+        if control is not None and not (isinstance(control, newton.Control) or callable(control)):
+            raise TypeError(
+                f"control: expected a newton.Control, a callable returning it, or None, got {type(control).__name__}"
+            )
+        self._model, self._state_source, self._control_source = current, state, control
+        self._body_count = int(current.body_count)
+
+    @property
+    def backend(self) -> str:
+        return "newton"
+
+    def _check_current(self) -> None:
+        if self._model_source is not None and self._model_source() is not self._model:
+            raise StaleViewError(
+                f"{self!r}: the Newton model was rebuilt (the model callable returns another newton.Model than the one "
+                "the view was made from, e.g. after finalize() again); create the view again"
+            )
+
+    def _state(self) -> Any:
+        state = self._state_source() if callable(self._state_source) else self._state_source
+        body_q = state.body_q
+        if body_q is None or body_q.shape[0] != self._body_count:
+            got = "none" if body_q is None else str(body_q.shape[0])
+            raise StaleViewError(
+                f"{self!r}: the Newton state has {got} bodies, the model the view was made from {self._body_count}: "
+                "the state belongs to another (rebuilt) model; create the view again"
+            )
+        return state
+
+    def _joint_f(self) -> wp.array:
+        control = self._control_source() if callable(self._control_source) else self._control_source
+        joint_f = None if control is None else control.joint_f
+        if joint_f is None:
+            raise NotImplementedError(
+                f"{self!r}: DOF efforts are Newton's control.joint_f; create the view with control=<the newton.Control "
+                "the simulation steps with> (or a callable returning it)"
+            )
+        return joint_f
+
+    def _release(self) -> None:
+        self._model = self._state_source = self._control_source = self._model_source = None
+
+
+class NewtonRigidBodyView(_NewtonSource, RigidBodyView):
+    """Rigid bodies of a Newton model (free bodies and articulation links alike), by prim path or pattern.
+
+    Args:
+        prim_path: Body labels: a path, a pattern (``/World/envs/env_.*/Cube``) or a list of them.
+        model: The ``newton.Model``, or a callable returning the current one (a view made from a callable raises
+            :class:`~frameview.physics.StaleViewError` once it returns another model).
+        state: The ``newton.State`` to read, or a callable returning the current one (solvers swap states).
+        control: Unused by rigid bodies (accepted so that one set of engine arguments builds every view).
+        device: Must be the model's device, or None.
+
+    Velocities are ``state.body_qd``: linear velocity of the centre of mass and angular velocity, world frame.
+    Accelerations are ``state.body_qdd`` where the simulation fills it.
+    """
+
+    def __init__(
+        self,
+        prim_path: str | Sequence[str],
+        *,
+        model: Any,
+        state: Any,
+        control: Any = None,
+        device: str | None = None,
+    ) -> None:
+        current = _current_model(model)
+        labels = _labels(current, "body")
+        bodies = match_labels(prim_path, labels, "Newton bodies (model.body_label)")
+        super().__init__(prim_path, [labels[b] for b in bodies], device=_device(current, device))
+        self._bind(model, state, control)
+        self._table = _table([[b] for b in bodies], self._device)
+
+    def _source(self, what: str) -> tuple[Any, wp.array, list[Any]]:
+        if what == "poses":
+            return gather("transform"), self._table, [self._state().body_q]
+        if what == "velocities":
+            return gather("twist"), self._table, [self._state().body_qd]
+        if what == "accelerations":
+            qdd = getattr(self._state(), "body_qdd", None)
+            if qdd is None:
+                raise NotImplementedError(f"{self!r}: {_QDD_HINT}")
+            return gather("twist"), self._table, [qdd]
+        model = self._model
+        array = {"masses": model.body_mass, "inv_masses": model.body_inv_mass, "inertias": model.body_inertia,
+                 "coms": model.body_com}[what]  # fmt: skip
+        return gather("value"), self._table, [array]
+
+
+def _device(model: Any, device: str | None) -> Any:
+    model_device = wp.get_device(model.device)
+    if device is not None and wp.get_device(device) != model_device:
+        raise ValueError(
+            f"device: the Newton model lives on {str(model_device)!r}, the view asks for {device!r}; pass "
+            f"device={str(model_device)!r} (or None)"
+        )
+    return model_device
+
+
+class NewtonArticulationView(_NewtonSource, ArticulationView):
+    """Articulations of a Newton model (N envs' copies of one robot), by root prim path or pattern.
+
+    Args:
+        prim_path: Articulation labels (``model.articulation_label``): a path, a pattern
+            (``/World/envs/env_.*/Robot``) or a list of them.
+        model: The ``newton.Model``, or a callable returning the current one.
+        state: The ``newton.State`` to read, or a callable returning the current one.
+        control: The ``newton.Control`` whose ``joint_f`` the efforts report (or a callable); None: efforts raise.
+        device: Must be the model's device, or None.
+
+    DOFs are the joints' ``joint_qd`` entries in the model's joint order (the articulation order), without the
+    root's free joint; revolute, prismatic and D6 joints (one coordinate per DOF) are read, a ball joint or a free
+    joint below the root is refused. Links are the joints' child bodies, root first.
+    """
+
+    effort_source = _EFFORT_SOURCE
+
+    def __init__(
+        self,
+        prim_path: str | Sequence[str],
+        *,
+        model: Any,
+        state: Any,
+        control: Any = None,
+        device: str | None = None,
+    ) -> None:
+        current = _current_model(model)
+        art_labels = _labels(current, "articulation")
+        rows = match_labels(prim_path, art_labels, "Newton articulations (model.articulation_label)")
+        topo = _Topology(current)
+        layouts = [topo.layout(a, art_labels[a]) for a in rows]
+        first = layouts[0]
+        for a, layout in zip(rows, layouts, strict=True):
+            if layout.signature != first.signature:
+                raise ValueError(
+                    f"prim_path {prim_path!r}: articulation {art_labels[a]!r} differs from {art_labels[rows[0]]!r} "
+                    f"({layout.describe()} vs {first.describe()}); a view holds copies of one articulation"
+                )
+        super().__init__(prim_path, [art_labels[a] for a in rows], device=_device(current, device))
+        self._bind(model, state, control)
+        self._dof_names, self._dof_types = first.dof_names, first.dof_types
+        self._link_names, self._fixed_base = first.link_names, first.fixed_base
+        self._root = _table([[lay.links[0]] for lay in layouts], self._device)
+        self._links = _table([lay.links for lay in layouts], self._device)
+        self._q = _table([lay.q for lay in layouts], self._device)
+        self._qd = _table([lay.qd for lay in layouts], self._device)
+        self._ones = wp.ones(max(len(first.qd), 1), dtype=wp.float32, device=self._device)
+
+    def _source(self, what: str) -> tuple[Any, wp.array, list[Any]]:
+        if what == "root_poses":
+            return gather("transform"), self._root, [self._state().body_q]
+        if what == "root_velocities":
+            return gather("twist"), self._root, [self._state().body_qd]
+        if what == "link_poses":
+            return gather("transform"), self._links, [self._state().body_q]
+        if what == "link_velocities":
+            return gather("twist"), self._links, [self._state().body_qd]
+        if what == "dof_positions":
+            return gather("value"), self._q, [self._state().joint_q]
+        if what == "dof_velocities":
+            return gather("value"), self._qd, [self._state().joint_qd]
+        if what == "dof_efforts":
+            return gather("value"), self._qd, [self._joint_f()]
+        if what == "joint_state":
+            state = self._state()
+            return (
+                gather("joint_state"),
+                self._q,
+                [self._qd, state.joint_q, state.joint_qd, self._joint_f(), self._ones],
+            )
+        raise NotImplementedError(f"{self!r}: {what}")
+
+
+class _Layout:
+    """One articulation's links and DOFs: engine indices, names and types."""
+
+    def __init__(self) -> None:
+        self.links: list[int] = []
+        self.link_names: tuple[str, ...] = ()
+        self.q: list[int] = []
+        self.qd: list[int] = []
+        self.dof_names: tuple[str, ...] = ()
+        self.dof_types: tuple[str, ...] = ()
+        self.fixed_base = False
+
+    @property
+    def signature(self) -> tuple:
+        return (self.link_names, self.dof_names, self.dof_types, self.fixed_base)
+
+    def describe(self) -> str:
+        base = "fixed" if self.fixed_base else "floating"
+        return f"{len(self.links)} links, DOFs {list(self.dof_names)}, {base} base"
+
+
+class _Topology:
+    """The model's joint arrays on the host, read once per view."""
+
+    def __init__(self, model: Any) -> None:
+        self.start = model.articulation_start.numpy()
+        self.joint_type = model.joint_type.numpy()
+        self.joint_parent = model.joint_parent.numpy()
+        self.joint_child = model.joint_child.numpy()
+        self.q_start = model.joint_q_start.numpy()
+        self.qd_start = model.joint_qd_start.numpy()
+        self.dof_dim = model.joint_dof_dim.numpy()
+        self.joint_labels = _labels(model, "joint")
+        self.body_labels = _labels(model, "body")
+
+    def layout(self, a: int, label: str) -> _Layout:
+        jt = newton.JointType
+        out = _Layout()
+        joints = range(int(self.start[a]), int(self.start[a + 1]))
+        if not joints:
+            raise ValueError(f"articulation {label!r} has no joints")
+        names: list[str] = []
+        types: list[str] = []
+        for j in joints:
+            kind, name = int(self.joint_type[j]), _leaf(self.joint_labels[j])
+            out.links.append(int(self.joint_child[j]))
+            root = j == joints[0]
+            if root and kind in (jt.FREE, jt.DISTANCE):
+                continue  # a floating base: the root's six DOFs are the root's pose and velocity
+            if root:
+                out.fixed_base = int(self.joint_parent[j]) < 0
+            q0, q1 = int(self.q_start[j]), int(self.q_start[j + 1])
+            d0, d1 = int(self.qd_start[j]), int(self.qd_start[j + 1])
+            if kind not in (jt.REVOLUTE, jt.PRISMATIC, jt.D6, jt.FIXED) or q1 - q0 != d1 - d0:
+                raise ValueError(
+                    f"articulation {label!r}: joint {self.joint_labels[j]!r} is a {jt(kind).name} joint, whose "
+                    "coordinates are not one per DOF; the articulation views read revolute, prismatic and D6 joints"
+                )
+            lin = int(self.dof_dim[j][0]) if kind == jt.D6 else int(kind == jt.PRISMATIC)
+            for k in range(d1 - d0):
+                out.q.append(q0 + k)
+                out.qd.append(d0 + k)
+                names.append(name if d1 - d0 == 1 else f"{name}:{k}")
+                types.append("translation" if k < lin else "rotation")
+        if not names:
+            raise ValueError(f"articulation {label!r} has no DOFs to read (every joint is fixed)")
+        out.link_names = tuple(_leaf(self.body_labels[b]) for b in out.links)
+        out.dof_names, out.dof_types = tuple(names), tuple(types)
+        return out
+
+
+def _leaf(label: str) -> str:
+    return label.rstrip("/").rsplit("/", 1)[-1]

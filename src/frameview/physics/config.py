@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: Apache-2.0
+"""PhysicsViewCfg and the factories of the typed physics views: swap engines by changing one config field."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from .base import ArticulationView, JointStateReader, PhysicsView, RigidBodyView
+
+__all__ = [
+    "PHYSICS_BACKENDS",
+    "PhysicsViewCfg",
+    "make_articulation_view",
+    "make_joint_state_reader",
+    "make_rigid_body_view",
+]
+
+logger = logging.getLogger("frameview")
+
+PHYSICS_BACKENDS: dict[str, tuple[str, str, str, str]] = {
+    "newton": ("frameview.newton.bodies", "NewtonRigidBodyView", "NewtonArticulationView", "frameview[newton]"),
+    "ovphysx": (
+        "frameview.ovphysx",
+        "OvPhysxRigidBodyView",
+        "OvPhysxArticulationView",
+        "frameview[ovstage] and ovphysx (pip install --no-deps ovphysx physx-usd-schemas)",
+    ),
+}
+"""Engine name -> (module, rigid-body view class, articulation view class, what to install)."""
+
+
+@dataclasses.dataclass
+class PhysicsViewCfg:
+    """What a typed physics view is built from; env configs (YAML/JSON) carry it as a plain dict.
+
+    Example:
+        >>> cfg = PhysicsViewCfg.from_dict({"prim_path": "/World/envs/env_.*/Robot", "backend": "newton"})
+        >>> robots = make_articulation_view(cfg, model=model, state=state)  # doctest: +SKIP
+
+    Attributes:
+        prim_path: A path, a regex pattern per path component, or a list of them: the rigid bodies, or the
+            articulation roots.
+        backend: The engine: ``"newton"`` or ``"ovphysx"``.
+        device: The engine's device, or None to take it from the engine (a mismatch raises).
+        options: Extra keyword arguments passed to the view's constructor.
+    """
+
+    prim_path: str | list[str] = ""
+    backend: str = "newton"
+    device: str | None = None
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PhysicsViewCfg:
+        """Build from a mapping; unknown keys raise ``ValueError`` listing the known ones."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"PhysicsViewCfg.from_dict: expected a mapping, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"PhysicsViewCfg: unknown key(s) {unknown}; expected some of {sorted(known)}")
+        cfg = cls(**dict(data))
+        cfg.validate()
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict (the inverse of :meth:`from_dict`)."""
+        return dataclasses.asdict(self)
+
+    def validate(self) -> None:
+        """Check prim_path, backend and device before any engine work.
+
+        Raises:
+            ValueError: Empty prim_path, or an unknown backend (the message lists the known ones).
+            TypeError: prim_path or device of the wrong type.
+        """
+        if not self.prim_path:
+            raise ValueError("PhysicsViewCfg.prim_path: expected a path, a pattern or a list of them, got nothing")
+        if not isinstance(self.prim_path, (str, list, tuple)):
+            raise TypeError(
+                f"PhysicsViewCfg.prim_path: expected str or list of str, got {type(self.prim_path).__name__}"
+            )
+        if self.backend not in PHYSICS_BACKENDS:
+            raise ValueError(
+                f"PhysicsViewCfg.backend: unknown engine {self.backend!r}; expected one of {sorted(PHYSICS_BACKENDS)}"
+            )
+        if self.device is not None:
+            from ..config import check_device
+
+            check_device(self.device, "PhysicsViewCfg.device")
+
+
+def _make(cfg: PhysicsViewCfg | Mapping[str, Any], which: int, engine: dict[str, Any]) -> PhysicsView:
+    if not isinstance(cfg, PhysicsViewCfg):
+        cfg = PhysicsViewCfg.from_dict(cfg)
+    else:
+        cfg.validate()
+    module_name, *classes, install = PHYSICS_BACKENDS[cfg.backend]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImportError(
+            f"PhysicsViewCfg.backend={cfg.backend!r} needs {exc.name or 'a missing package'}: install {install}",
+            name=exc.name,
+        ) from exc
+    cls = getattr(module, classes[which])
+    view = cls(cfg.prim_path, device=cfg.device, **engine, **cfg.options)
+    logger.info("frameview: %s on %s (%d prims)", cls.__name__, view.device, view.count)
+    return view
+
+
+def make_rigid_body_view(cfg: PhysicsViewCfg | Mapping[str, Any], **engine: Any) -> RigidBodyView:
+    """Build the :class:`RigidBodyView` of ``cfg.backend``.
+
+    Args:
+        cfg: A :class:`PhysicsViewCfg` or a plain dict of its fields.
+        **engine: The engine's handles: ``model=``, ``state=`` (and ``control=``) for Newton; ``physx=`` for
+            ovphysx (see each view class).
+
+    Raises:
+        ValueError: A bad config field, or a prim_path that names no body of the engine.
+        ImportError: The engine's package is not installed (the message says what to install).
+    """
+    view = _make(cfg, 0, engine)
+    assert isinstance(view, RigidBodyView)
+    return view
+
+
+def make_articulation_view(cfg: PhysicsViewCfg | Mapping[str, Any], **engine: Any) -> ArticulationView:
+    """Build the :class:`ArticulationView` of ``cfg.backend`` (``prim_path``: the articulation roots); see
+    :func:`make_rigid_body_view` for the arguments."""
+    view = _make(cfg, 1, engine)
+    assert isinstance(view, ArticulationView)
+    return view
+
+
+def make_joint_state_reader(cfg: PhysicsViewCfg | Mapping[str, Any], **engine: Any) -> JointStateReader:
+    """Build a :class:`JointStateReader` over the articulations ``cfg.prim_path`` names (the reader closes its
+    view); see :func:`make_rigid_body_view` for the arguments."""
+    return JointStateReader(make_articulation_view(cfg, **engine), owns_view=True)
