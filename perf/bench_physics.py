@@ -222,20 +222,27 @@ def run_scene(envs: int, device: str, reset: int, timer: Timer) -> dict:
     def direct(kernel: Any, dim: Any, inputs: list) -> Any:
         return lambda: wp.launch(kernel, dim=dim, inputs=inputs, device=device)
 
+    arrays = [q_tab, qd_tab, state.joint_q, state.joint_qd, control.joint_f]
     rows = {
-        "joint_state": (lambda: reader.read(),
-                        direct(direct_joint_state, (envs, d), [q_tab, qd_tab, state.joint_q, state.joint_qd,
-                                                               control.joint_f, *out3])),
-        "joint_state_reset": (lambda: reader.read(ids),
-                              direct(direct_joint_state_rows, (reset, d), [ids, q_tab, qd_tab, state.joint_q,
-                                                                           state.joint_qd, control.joint_f, *out_reset])),
+        "joint_state": (lambda: reader.read(), direct(direct_joint_state, (envs, d), [*arrays, *out3])),
+        "joint_state_reset": (
+            lambda: reader.read(ids),
+            direct(direct_joint_state_rows, (reset, d), [ids, *arrays, *out_reset]),
+        ),
         "joint_state_reset_torch": (lambda: reader.read(ids_torch), None),
-        "root_velocities": (lambda: robots.get_root_velocities(),
-                            direct(direct_twists, (envs, 1), [roots, state.body_qd, *twists])),
-        "link_poses": (lambda: robots.get_link_poses(), direct(direct_poses, (envs, 13), [links, state.body_q, *poses])),
-        "body_velocities": (lambda: bases.get_velocities(),
-                            direct(direct_twists, (envs, 1), [roots, state.body_qd, *twists])),
-    }  # fmt: skip
+        "root_velocities": (
+            lambda: robots.get_root_velocities(),
+            direct(direct_twists, (envs, 1), [roots, state.body_qd, *twists]),
+        ),
+        "link_poses": (
+            lambda: robots.get_link_poses(),
+            direct(direct_poses, (envs, 13), [links, state.body_q, *poses]),
+        ),
+        "body_velocities": (
+            lambda: bases.get_velocities(),
+            direct(direct_twists, (envs, 1), [roots, state.body_qd, *twists]),
+        ),
+    }
     result: dict[str, Any] = {"envs": envs, "dofs": d, "links": robots.link_count, "reset": reset,
                               "create_views_s": create_s, **build_times, "max_abs_err": err, "rows": {}}  # fmt: skip
     for name, (view_fn, direct_fn) in rows.items():
