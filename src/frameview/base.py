@@ -6,46 +6,23 @@
 from __future__ import annotations
 
 import abc
-import functools
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import numpy as np
 import warp as wp
 
 from ._core.arguments import Arguments, ArrayLike, IndicesLike, MaskLike
 from ._core.device_errors import DeviceErrors, status_error
-from ._core.rows import INDEXED, MASK, Rows, source_index
+from ._core.dispatch import POSE_BUFFERS, read_rows, synchronized, write_components
+from ._core.rows import Rows
 from ._core.write_stager import WriteStager
-from .kernels.argument_checks import scatter_quat, scatter_vec3
-from .visibility import visibility_rows, visible_to_numpy
-from .writers import PendingWrite, XformLocalSpaceWriter, XformSpaceWriter, XformWorldSpaceWriter
+from .visibility import author_visibility, gather_visibility
+from .writers import PendingWrite, XformLocalSpaceWriter, XformSpaceWriter, XformWorldSpaceWriter, check_no_writer
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 _ViewT = TypeVar("_ViewT", bound="BaseFrameView")
-
-_POSE_BUFFERS = {space: (f"{space}_pos", f"{space}_quat", f"{space}_pose") for space in ("world", "local")}
-"""Output buffer names of the pose getters by space: positions, orientations, and the masked scratch's stem."""
-
-
-def _synchronized(method: _F) -> _F:
-    """Run a public method under the view's lock: calls from several threads are serialised, never interleaved."""
-
-    @functools.wraps(method)
-    def locked(self: BaseFrameView, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            errors = getattr(self, "_errors", None)  # None while the view is being built
-            if errors is None:
-                return method(self, *args, **kwargs)
-            errors.forget_capturing()  # asked once per call, fresh for every call
-            try:
-                return method(self, *args, **kwargs)
-            finally:
-                errors.forget_capturing()
-
-    return cast(_F, locked)
 
 
 class BaseFrameView(abc.ABC):
@@ -61,8 +38,7 @@ class BaseFrameView(abc.ABC):
 
     Rows: every getter and setter takes ``indices`` (M view indices; row ``k`` is prim ``indices[k]``) or ``mask``
     (a boolean (N,) array; data and outputs have N rows and only the masked rows are read or written), not both.
-    Device inputs are checked on the device, without a host round trip; see :meth:`check` for when their errors
-    are raised.
+    Device inputs are checked on the device, without a host round trip; :meth:`check` says when their errors raise.
 
     Threads: a view is meant to be used from one thread, the one that steps the simulation. Calls from other threads
     are safe, not parallel: every public method runs under the view's lock (the Fabric stage's lock for Fabric views,
@@ -128,7 +104,7 @@ class BaseFrameView(abc.ABC):
 
     # ---------------------------------------------------------------- getters
 
-    @_synchronized
+    @synchronized
     def get_world_poses(self, indices: IndicesLike = None, mask: MaskLike = None) -> tuple[wp.array, wp.array]:
         """World poses of the prims.
 
@@ -142,7 +118,7 @@ class BaseFrameView(abc.ABC):
         """
         return self._get_poses("world", indices, mask)
 
-    @_synchronized
+    @synchronized
     def get_local_poses(self, indices: IndicesLike = None, mask: MaskLike = None) -> tuple[wp.array, wp.array]:
         """Local poses (relative to the parent prim).
 
@@ -156,7 +132,7 @@ class BaseFrameView(abc.ABC):
         """
         return self._get_poses("local", indices, mask)
 
-    @_synchronized
+    @synchronized
     def get_world_scales(self, indices: IndicesLike = None, mask: MaskLike = None) -> wp.array:
         """World scales: the lengths of the world matrix axes (assumes no shear; a mirror shows on x).
 
@@ -169,7 +145,7 @@ class BaseFrameView(abc.ABC):
         """
         return self._get_scales("world", indices, mask)
 
-    @_synchronized
+    @synchronized
     def get_local_scales(self, indices: IndicesLike = None, mask: MaskLike = None) -> wp.array:
         """Local scales: the lengths of the local matrix axes (assumes no shear; a mirror shows on x).
 
@@ -182,20 +158,22 @@ class BaseFrameView(abc.ABC):
         """
         return self._get_scales("local", indices, mask)
 
-    def _get_poses(self, space: str, indices: IndicesLike, mask: MaskLike) -> tuple[wp.array, wp.array]:
-        self._check_no_writer()
+    def _prepare_read(self, indices: IndicesLike, mask: MaskLike) -> Rows:
+        """The rows of a pose or scale read, once the view is open and no writer scope holds it."""
+        check_no_writer(self)
         self._check_open()
-        args = self._args
-        rows = args.prepare(indices, mask, fold=True)
-        pos_name, quat_name, stem = _POSE_BUFFERS[space]
-        pos, quat = args.pose_outputs(pos_name, quat_name, rows.count)
-        if rows.count == 0:
-            return pos, quat
+        return self._args.prepare(indices, mask, fold=True)
+
+    def _get_poses(self, space: str, indices: IndicesLike, mask: MaskLike) -> tuple[wp.array, wp.array]:
+        rows = self._prepare_read(indices, mask)
+        pos_name, quat_name, stem = POSE_BUFFERS[space]
+        pos, quat = self._args.pose_outputs(pos_name, quat_name, rows.count)
         read = self._read_world_poses if space == "world" else self._read_local_poses
-        self._read_rows(read, rows, stem, (pos, quat))
+        if rows.count:
+            read_rows(self, read, rows, stem, (pos, quat))
         return pos, quat
 
-    @_synchronized
+    @synchronized
     def _get_world_poses_rotated(
         self, indices: IndicesLike, offset: wp.quatf, mask: MaskLike = None
     ) -> tuple[wp.array, wp.array] | None:
@@ -204,11 +182,8 @@ class BaseFrameView(abc.ABC):
         rotated = getattr(self, "_read_world_poses_rotated", None)
         if rotated is None:
             return None
-        self._check_no_writer()
-        self._check_open()
-        args = self._args
-        rows = args.prepare(indices, mask, fold=True)
-        pos, quat = args.pose_outputs("rotated_pos", "rotated_quat", rows.count)
+        rows = self._prepare_read(indices, mask)
+        pos, quat = self._args.pose_outputs("rotated_pos", "rotated_quat", rows.count)
         if rows.count:
             rotated(rows, pos, quat, offset)
             if not rows.checked:
@@ -216,37 +191,16 @@ class BaseFrameView(abc.ABC):
         return pos, quat
 
     def _get_scales(self, space: str, indices: IndicesLike, mask: MaskLike) -> wp.array:
-        self._check_no_writer()
-        self._check_open()
-        args = self._args
-        rows = args.prepare(indices, mask, fold=True)
-        out = args.outputs(f"{space}_scale", wp.vec3f, rows.count)
-        if rows.count == 0:
-            return out
+        rows = self._prepare_read(indices, mask)
+        out = self._args.outputs(f"{space}_scale", wp.vec3f, rows.count)
         read = self._read_world_scales if space == "world" else self._read_local_scales
-        self._read_rows(read, rows, f"{space}_scale", (out,))
+        if rows.count:
+            read_rows(self, read, rows, f"{space}_scale", (out,))
         return out
-
-    def _read_rows(self, read: Callable, rows: Rows, name: str, outputs: tuple[wp.array, ...]) -> None:
-        """Run a backend read hook into ``outputs``. A host-bound backend reads a mask's rows by index into scratch
-        buffers and scatters them into the masked rows; only unchecked device indices can fail a read."""
-        if rows.kind == MASK and not self._device_rows:
-            idx = self._args.host_mask_indices(rows)
-            if idx.shape[0]:
-                scratch = tuple(self._args.outputs(f"{name}_masked_{k}", out.dtype, idx.shape[0])
-                                for k, out in enumerate(outputs))  # fmt: skip
-                read(Rows(INDEXED, idx.shape[0], indices=idx), *scratch)
-                for tmp, out in zip(scratch, outputs, strict=True):
-                    kernel = scatter_quat if out.dtype == wp.quatf else scatter_vec3
-                    wp.launch(kernel, idx.shape[0], inputs=[tmp, idx], outputs=[out], device=self._device)
-            return
-        read(rows, *outputs)
-        if not rows.checked:
-            self._settle_rows(rows, "read")
 
     # ---------------------------------------------------------------- setters
 
-    @_synchronized
+    @synchronized
     def set_world_poses(
         self,
         positions: ArrayLike | None = None,
@@ -267,9 +221,10 @@ class BaseFrameView(abc.ABC):
             indices: View indices to write (M of them, each at most once), ``None`` for all.
             mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
         """
-        self._set("world", indices, mask, (positions, "positions", wp.vec3f), (orientations, "orientations", wp.quatf))
+        values = (positions, "positions", wp.vec3f), (orientations, "orientations", wp.quatf)
+        self._set(self._write_world_poses, "set_world", indices, mask, *values)
 
-    @_synchronized
+    @synchronized
     def set_local_poses(
         self,
         translations: ArrayLike | None = None,
@@ -285,11 +240,10 @@ class BaseFrameView(abc.ABC):
             indices: View indices to write (M of them, each at most once), ``None`` for all.
             mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
         """
-        self._set(
-            "local", indices, mask, (translations, "translations", wp.vec3f), (orientations, "orientations", wp.quatf)
-        )
+        values = (translations, "translations", wp.vec3f), (orientations, "orientations", wp.quatf)
+        self._set(self._write_local_poses, "set_local", indices, mask, *values)
 
-    @_synchronized
+    @synchronized
     def set_local_scales(self, scales: ArrayLike, indices: IndicesLike = None, mask: MaskLike = None) -> None:
         """Set local scales; the prims' local translation and rotation are kept, children follow.
 
@@ -300,10 +254,13 @@ class BaseFrameView(abc.ABC):
         """
         if scales is None:
             raise ValueError("scales: expected an (M, 3) array, got None")
-        self._set("scale", indices, mask, (scales, "scales", wp.vec3f))
+        self._set(self._write_local_scales, "set_local_scales", indices, mask, (scales, "scales", wp.vec3f))
 
-    def _set(self, what: str, indices: IndicesLike, mask: MaskLike, *values: tuple[Any, str, type]) -> None:
-        self._check_no_writer()
+    def _set(
+        self, write: Callable, call: str, indices: IndicesLike, mask: MaskLike, *values: tuple[Any, str, type]
+    ) -> None:
+        """One setter's write: its rows and data checked and coerced, then the backend hook ``write(rows, *data)``."""
+        check_no_writer(self)
         self._check_open()
         args = self._args
         with args.host_inputs():  # host inputs reach a CUDA device in one copy
@@ -311,14 +268,13 @@ class BaseFrameView(abc.ABC):
         coerced = [array for array, _host in pairs]
         if rows.count == 0 or all(c is None for c in coerced):
             return
-        if what == "scale":
-            self._write_local_scales(rows, coerced[0])
-        elif what == "world":
-            self._write_world_poses(rows, coerced[0], coerced[1])
-        else:
-            self._write_local_poses(rows, coerced[0], coerced[1])
-        from_host = rows.checked and all(host for _array, host in pairs)
-        self._settle_rows(rows, f"set_{what}" if what != "scale" else "set_local_scales", now=from_host)
+        write(rows, *coerced)
+        self._settle_rows(rows, call, now=rows.checked and all(host for _array, host in pairs))
+
+    def _apply_write(self, space: str, write: PendingWrite) -> None:
+        """Run one validated write through the backend and settle its errors."""
+        write_components(self, write.rows, space == "world", write.pos, write.quat, write.scale)
+        self._settle_rows(write.rows, write.call(space), now=write.from_host)
 
     # ---------------------------------------------------------------- writer scopes, world scales, scale aliases
 
@@ -336,28 +292,16 @@ class BaseFrameView(abc.ABC):
         return XformWorldSpaceWriter(self)
 
     def xform_local_space_writer(self) -> XformLocalSpaceWriter:
-        """A local-space writer scope: ``set_poses`` / ``set_scales`` take values relative to each prim's parent.
-
-        Example:
-            >>> with view.xform_local_space_writer() as w:  # doctest: +SKIP
-            ...     w.set_poses(positions=t, orientations=q)
-            ...     w.set_scales(s)
-
-        Raises:
-            RuntimeError: On entering, when the view already has an open writer or is closed.
-        """
+        """Like :meth:`xform_world_space_writer`, but ``set_poses`` / ``set_scales`` take parent-relative values."""
         return XformLocalSpaceWriter(self)
 
     def set_world_scales(self, scales: Any, indices: Any = None, mask: Any = None) -> None:
-        """Set world scales (the axis lengths of the world matrices); rotations and translations are kept (the local
-        ones: the world rotation is kept too under a similarity parent), children follow.
+        """Set world scales (the world matrices' axis lengths); local rotations and translations kept, children follow.
 
-        The local scale is ``scales / parent_scale`` per axis, ``parent_scale`` the parent's world scale as
-        :meth:`get_world_scales` reports it (a mirrored parent's sign on x). Exact under a parent whose world matrix is
-        a similarity (uniform scale, mirrors included), whatever the prim's rotation. Under a non-uniformly scaled
-        parent it is exact when the prim's local rotation maps each parent axis onto itself (e.g. none: Isaac Lab's
-        ``local = world / parent``); otherwise the prim's world matrix has shear and no local scale gives it exactly
-        these axis lengths.
+        The local scale is ``scales / parent_scale`` per axis, ``parent_scale`` as :meth:`get_world_scales` reports
+        the parent's. Exact under a similarity parent (uniform scale, mirrors included; the world rotation is kept
+        too); under a non-uniformly scaled one only when the prim's local rotation maps each parent axis onto itself,
+        else its world matrix has shear (docs/isaaclab.md, "Scales in both spaces").
 
         Args:
             scales: (M, 3) world scales.
@@ -370,15 +314,14 @@ class BaseFrameView(abc.ABC):
         if scales is None:
             raise ValueError("scales: expected an (M, 3) array, got None")
         with self._lock:
-            self._check_no_writer()
+            check_no_writer(self)
             self._check_open()
             staged = self._stager.stage(indices, mask, ((scales, "scales", wp.vec3f),), scale_only=True)
             if staged is not None:
                 self._apply_write("world", staged)
 
     def get_scales(self, indices: Any = None, mask: Any = None) -> wp.array:
-        """Alias of :meth:`get_local_scales`, on every backend (Isaac Lab 3's ``get_scales`` reads world scales on
-        its Fabric backend and local ones on USD; here it has one meaning)."""
+        """Alias of :meth:`get_local_scales` everywhere (Isaac Lab 3's reads world scales on Fabric, local on USD)."""
         return self.get_local_scales(indices, mask)
 
     def set_scales(self, scales: Any, indices: Any = None, mask: Any = None) -> None:
@@ -388,43 +331,29 @@ class BaseFrameView(abc.ABC):
     # ---------------------------------------------------------------- visibility (a host path: frameview.visibility)
 
     def get_visibility(self, indices: Any = None) -> wp.array:
-        """Computed visibility of the prims: False when the prim or any ancestor is ``invisible``.
-
-        Fabric views read Fabric (the ``visibility`` opinions of the prims and their ancestors), the USD view reads
-        ``UsdGeomImageable.ComputeVisibility()``.
+        """Computed visibility of the prims: False when the prim or any ancestor is ``invisible`` (Fabric views read
+        Fabric's ``visibility`` opinions, the USD view ``UsdGeomImageable.ComputeVisibility()``).
 
         Args:
             indices: View indices to read, ``None`` for all.
 
         Returns:
-            (M,) ``wp.bool`` on :attr:`device`. Buffer owned by the view, overwritten by the next call (clone what you
-            keep).
+            (M,) ``wp.bool`` on :attr:`device`, a buffer owned by the view (overwritten by the next call).
         """
         with self._lock:
             self._check_open()
-            rows = visibility_rows(self._args, indices, write=False)
-            count = self.count if rows is None else rows.shape[0]
-            out = self._args.outputs("visibility", wp.bool, count)
-            if count:
-                host = np.ascontiguousarray(self._read_visibility(rows), dtype=bool)
-                wp.copy(out, wp.array(host, dtype=wp.bool, device="cpu"))
-            return out
+            return gather_visibility(self._args, indices, self._read_visibility)
 
     def set_visibility(self, visible: Any, indices: Any = None) -> None:
         """Make the prims visible or invisible (``MakeVisible`` / ``MakeInvisible`` semantics, on every backend).
 
-        ``False`` authors ``invisible`` on the prim: it and everything under it disappear. ``True`` authors
-        ``inherited``; when an ancestor is ``invisible``, that ancestor (and the ones between) become ``inherited``
-        and their other children ``invisible``, so the prim reads visible afterwards and no prim outside it, its
-        subtree and those ancestors changes. One rule differs from pxr's ``MakeVisible``: a non-Imageable sibling
-        (e.g. a typeless ``def``) cannot hold an opinion, so its topmost Imageable descendants are made
-        ``invisible`` (they stay hidden), where pxr skips that sibling and lets them show.
-        A Fabric view writes Fabric only (``visibility`` opinions, and ``_worldVisibility`` where Fabric holds it),
-        never USD; the USD view authors ``visibility`` in one ``Sdf.ChangeBlock``.
+        ``False`` authors ``invisible``: the prim and its subtree disappear. ``True`` authors ``inherited`` and, under
+        an ``invisible`` ancestor, makes the ancestors between ``inherited`` and their other children ``invisible``;
+        no other prim changes. A Fabric view writes Fabric only, never USD. docs/backends.md ("Visibility") gives the
+        one difference from pxr (a non-Imageable sibling's Imageable children stay hidden) and what each backend writes.
 
         Args:
-            visible: (M,) booleans (Warp ``wp.bool`` array, NumPy, torch tensor or list), or one Python bool for every
-                row.
+            visible: (M,) booleans (Warp ``wp.bool`` array, NumPy, torch tensor or list), or one bool for every row.
             indices: View indices to write (M of them, each at most once), ``None`` for all.
 
         Raises:
@@ -434,15 +363,11 @@ class BaseFrameView(abc.ABC):
         """
         with self._lock:
             self._check_open()
-            rows = visibility_rows(self._args, indices, write=True)
-            count = self.count if rows is None else rows.shape[0]
-            values = visible_to_numpy(visible, count)
-            if count:
-                self._write_visibility(rows, values)
+            author_visibility(self._args, indices, visible, self._write_visibility)
 
-    # ---------------------------------------------------------------- errors found on the device
+    # ---------------------------------------------------------------- errors found on the device, lifecycle
 
-    @_synchronized
+    @synchronized
     def check(self) -> None:
         """Wait for this view's queued device work and raise the first error it recorded.
 
@@ -463,11 +388,7 @@ class BaseFrameView(abc.ABC):
         """A factory: status word -> the exception naming the argument, row, index or prim (:func:`status_error`)."""
         return status_error(call, rows, self._prim_paths)
 
-    _source_index = staticmethod(source_index)
-
-    # ---------------------------------------------------------------- lifecycle
-
-    @_synchronized
+    @synchronized
     def close(self) -> None:
         """Release what the view holds on the stage. Idempotent; any later use raises ``RuntimeError``."""
         if self._closed:
@@ -481,6 +402,10 @@ class BaseFrameView(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed: create a new view to keep reading or writing these prims")
 
     # ---------------------------------------------------------------- backend hooks
 
@@ -522,42 +447,3 @@ class BaseFrameView(abc.ABC):
 
     def _release(self) -> None:  # noqa: B027  (an optional hook: a backend without resources keeps it)
         """Release backend resources; called once by :meth:`close`."""
-
-    # ---------------------------------------------------------------- argument handling
-
-    def _check_no_writer(self) -> None:
-        """Raise while a writer scope is open, unless the call is the writer's own (BaseFrameView's getters and
-        setters call this)."""
-        writer = self._active_writer
-        if writer is not None and not writer._calling:
-            raise RuntimeError(
-                f"{self!r} has an open {type(writer).__name__}: its own pose and scale getters and setters are "
-                "locked until the scope exits; inside it use the writer's get_poses / get_scales / set_poses / "
-                "set_scales"
-            )
-
-    def _apply_write(self, space: str, write: PendingWrite) -> None:
-        """Run one validated write through the backend and settle its errors."""
-        self._write_transform(write.rows, space == "world", write.pos, write.quat, write.scale)
-        self._settle_rows(write.rows, write.call(space), now=write.from_host)
-
-    def _write_transform(
-        self, rows: Rows, in_world: bool, pos: wp.array | None, quat: wp.array | None, scale: wp.array | None
-    ) -> None:
-        """Write any of the three components in one space: the backend's combined ``_write(rows, *, in_world, pos,
-        quat, scale)`` when it has one (every built-in backend: writer scopes combine, world scales work); else its
-        ``_write_*`` hooks one after another (and no world scales)."""
-        combined = getattr(self, "_write", None)
-        if combined is not None:
-            combined(rows, in_world=in_world, pos=pos, quat=quat, scale=scale)
-            return
-        if in_world and scale is not None:
-            raise NotImplementedError(f"{type(self).__name__} cannot write world scales")
-        if pos is not None or quat is not None:
-            (self._write_world_poses if in_world else self._write_local_poses)(rows, pos, quat)
-        if scale is not None:
-            self._write_local_scales(rows, scale)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError(f"{self!r} is closed: create a new view to keep reading or writing these prims")

@@ -21,7 +21,7 @@ device kernels. Keep it out of per-step loops.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -38,7 +38,9 @@ __all__ = [
     "NO_OPINION",
     "VISIBLE",
     "VisibilityTree",
+    "author_visibility",
     "compute_visibility",
+    "gather_visibility",
     "plan_visibility",
     "subtree_visibility",
     "visibility_paths",
@@ -281,6 +283,30 @@ def visibility_rows(args: Arguments, indices: Any, write: bool) -> np.ndarray | 
         source = rows.source if rows.source is not None else rows.indices
         rows = args.prepare(args.indices_to_numpy(source), write=write)
     return np.asarray(rows.host_indices(), dtype=np.int64)
+
+
+def gather_visibility(args: Arguments, indices: Any, read: Callable[[np.ndarray | None], np.ndarray]) -> wp.array:
+    """``get_visibility``'s rows checked by ``args``, the backend's host read ``read(rows)`` copied into the view's
+    ``visibility`` output buffer (``wp.bool`` on the view's device, one per row)."""
+    rows = visibility_rows(args, indices, write=False)
+    count = args.count if rows is None else rows.shape[0]
+    out = args.outputs("visibility", wp.bool, count)
+    if count:
+        host = np.ascontiguousarray(read(rows), dtype=bool)
+        wp.copy(out, wp.array(host, dtype=wp.bool, device="cpu"))
+    return out
+
+
+def author_visibility(
+    args: Arguments, indices: Any, visible: Any, write: Callable[[np.ndarray | None, np.ndarray], None]
+) -> None:
+    """``set_visibility``'s rows checked by ``args`` and ``visible`` coerced (:func:`visible_to_numpy`), then the
+    backend's host write ``write(rows, values)`` (not called for no rows)."""
+    rows = visibility_rows(args, indices, write=True)
+    count = args.count if rows is None else rows.shape[0]
+    values = visible_to_numpy(visible, count)
+    if count:
+        write(rows, values)
 
 
 def visibility_paths(paths: Sequence[str], rows: np.ndarray | None) -> list[str]:

@@ -37,7 +37,7 @@ from .kernels.argument_checks import stash_write
 if TYPE_CHECKING:
     from .base import BaseFrameView
 
-__all__ = ["PendingWrite", "XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter"]
+__all__ = ["PendingWrite", "XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter", "check_no_writer"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,18 @@ def _same_rows(a: tuple | None, b: tuple | None) -> bool:
     if a is None or b is None or a[0] != b[0]:
         return False
     return a[0] == ALL or (a[1].shape == b[1].shape and bool(np.array_equal(a[1], b[1])))
+
+
+def check_no_writer(view: BaseFrameView) -> None:
+    """Raise while ``view`` has an open writer scope, unless the call is the writer's own (the view's getters and
+    setters call this)."""
+    writer = view._active_writer
+    if writer is not None and not writer._calling:
+        raise RuntimeError(
+            f"{view!r} has an open {type(writer).__name__}: its own pose and scale getters and setters are "
+            "locked until the scope exits; inside it use the writer's get_poses / get_scales / set_poses / "
+            "set_scales"
+        )
 
 
 class XformSpaceWriter:
