@@ -15,6 +15,7 @@ the device's work), after warm-up calls. Rows:
 - ``joint_state``: ``reader.read()``: positions, velocities and efforts of every DOF of every env (one launch);
 - ``joint_state_reset``: ``reader.read(env_ids)`` for ``reset`` envs, int32 device indices;
 - ``joint_state_reset_torch``: the same ids as an int64 torch tensor (CPU runs: CPU torch; CUDA: CUDA torch);
+- ``joint_state_reset_mask``: the same envs as a boolean device mask (all rows' buffers, the others untouched);
 - ``root_velocities``: ``robots.get_root_velocities()``;
 - ``link_poses``: ``robots.get_link_poses()``: (envs, 13) poses;
 - ``body_velocities``: ``bases.get_velocities()`` on a rigid-body view of every base.
@@ -217,6 +218,7 @@ def run_scene(envs: int, device: str, reset: int, timer: Timer) -> dict:
     poses = (wp.empty((envs, 13), dtype=wp.vec3f, device=device), wp.empty((envs, 13), dtype=wp.quatf, device=device))
     ids_np = np.sort(np.random.default_rng(1).choice(envs, reset, replace=False)).astype(np.int32)
     ids = wp.array(ids_np, dtype=wp.int32, device=device)
+    mask = wp.array(np.isin(np.arange(envs), ids_np), dtype=wp.bool, device=device)
     ids_torch = torch.tensor(ids_np, dtype=torch.int64, device="cuda" if device.startswith("cuda") else "cpu")
 
     def direct(kernel: Any, dim: Any, inputs: list) -> Any:
@@ -230,6 +232,7 @@ def run_scene(envs: int, device: str, reset: int, timer: Timer) -> dict:
             direct(direct_joint_state_rows, (reset, d), [ids, *arrays, *out_reset]),
         ),
         "joint_state_reset_torch": (lambda: reader.read(ids_torch), None),
+        "joint_state_reset_mask": (lambda: reader.read(mask=mask), None),
         "root_velocities": (
             lambda: robots.get_root_velocities(),
             direct(direct_twists, (envs, 1), [roots, state.body_qd, *twists]),
