@@ -97,3 +97,19 @@ def newton_frames(stage: Any, model: Any, state: Any, fabric: fv.FabricFrameView
         cams.mirror_to(fabric)
     cfg = fv.FrameViewCfg(prim_path="/World/envs/env_.*/Camera", backend="newton")
     assert_type(fv.make_frame_view(cfg, stage, model=model, state=state), fv.BaseFrameView)
+
+
+def read_physics(model: Any, state: Any, control: Any) -> None:
+    cfg = fv.PhysicsViewCfg.from_dict({"prim_path": "/World/envs/env_.*/Robot", "backend": "newton"})
+    robots = fv.make_articulation_view(cfg, model=model, state=state, control=control)
+    assert_type(robots, fv.ArticulationView)
+    assert_type(robots.dof_names, tuple[str, ...])
+    assert_type(robots.get_dof_positions([0, 1]), wp.array)
+    reading = fv.make_joint_state_reader(cfg, model=model, state=state, control=control).read()
+    assert_type(reading, fv.JointState)
+    assert_type(reading.positions, wp.array)
+    bodies = fv.make_rigid_body_view({"prim_path": "/World/envs/env_.*/Robot/base", "backend": "newton"}, model=model,
+                                     state=state)  # fmt: skip
+    assert_type(bodies, fv.RigidBodyView)
+    lin, _ang = bodies.get_velocities()
+    assert_type(lin, wp.array)
