@@ -170,6 +170,11 @@ def test_joint_state_matches_newton_arrays(device: str, sims: dict) -> None:
         part = reader.read(indices)
         np.testing.assert_array_equal(part.positions.numpy(), want_pos[ids])
         np.testing.assert_array_equal(part.efforts.numpy(), want_eff[ids])
+    # device indices of other dtypes and strides are read by the gather itself: a strided int64 column, uint8
+    col = torch.tensor([[3, 9], [0, 9], [4, 9]], dtype=torch.int64, device="cuda" if device != "cpu" else "cpu")[:, 0]
+    np.testing.assert_array_equal(reader.read(col).positions.numpy(), want_pos[ids])
+    small = wp.array(np.array(ids, dtype=np.uint8), dtype=wp.uint8, device=device)
+    np.testing.assert_array_equal(reader.read(small).velocities.numpy(), want_vel[ids])
     mask = np.array([True, False, True, False, True])
     before = np.full((ENVS, DOFS), 7.0, dtype=np.float32)
     out = reader.read(mask=mask)  # all rows' buffer: the unmasked rows keep what the buffer held
@@ -328,10 +333,11 @@ def test_bad_input_raises_clearly(device: str, sims: dict) -> None:
         arts.get_dof_positions([0, 9])
     with pytest.raises(IndexError, match="index -1"):
         arts.get_root_poses(np.array([-1]))
-    if device != "cpu":  # device indices: found by the kernel, raised by the next call or check()
-        arts.get_dof_positions(wp.array([0, 12], dtype=wp.int32, device=device))
+    for dtype in (wp.int32, wp.int64):  # device indices: found by the kernel
+        bad = wp.array([0, 12], dtype=dtype, device=device)
         with pytest.raises(IndexError, match="index 12"):
-            arts.check()
+            arts.get_dof_positions(bad)  # the CPU raises here
+            arts.check()  # CUDA: the next call or check() raises
     with pytest.raises(TypeError, match="indices and mask"):
         arts.get_dof_positions([0], mask=np.ones(ENVS, dtype=bool))
     with pytest.raises(ValueError, match=r"no prim|matches no"):

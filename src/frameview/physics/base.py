@@ -79,7 +79,7 @@ class PhysicsView(abc.ABC):
         self._closed = False
         self._lock = threading.RLock()
         self._errors = DeviceErrors(self._device)
-        self._args = Arguments(self.count, self._device, self._errors, device_rows=True, folds_narrow=False,
+        self._args = Arguments(self.count, self._device, self._errors, device_rows=True, folds_narrow=True,
                                owner=weakref.ref(self))  # fmt: skip
         self._none_i32 = wp.empty(0, dtype=wp.int32, device=self._device)
         self._none_bool = wp.empty(0, dtype=wp.bool, device=self._device)
@@ -169,7 +169,7 @@ class PhysicsView(abc.ABC):
             self._errors.forget_capturing()
             try:
                 self._check_usable()
-                rows = self._args.prepare(indices, mask)
+                rows = self._args.prepare(indices, mask, fold=True)  # device indices of any dtype: as they are
                 launch_outs, user_outs = self._buffers(what, rows.count, dtypes, columns)
                 if rows.count:
                     self._launch(what, rows, launch_outs, max(columns, 1))
@@ -192,11 +192,14 @@ class PhysicsView(abc.ABC):
 
     def _launch(self, what: str, rows: Rows, outs: tuple[wp.array, ...], columns: int) -> None:
         kernel, table, arrays = self._source(what)
-        indices = rows.indices if rows.indices is not None else self._none_i32
+        if rows.narrow is not None:  # the caller's int64 / strided indices: read by the gather itself
+            indices = rows.narrow[1]
+        else:
+            indices = rows.indices if rows.indices is not None else self._none_i32
         mask = rows.mask if rows.mask is not None else self._none_bool
         params = [rows.kind, indices, mask, self.count, table, *arrays, self._errors.status, *outs]
         dim = (rows.count, columns)
-        key = (what, rows.kind)
+        key = (what, rows.kind, indices.dtype)  # one recorded launch per overload
         cmd = self._launches.get(key)
         if cmd is None:
             self._launches[key] = RecordedLaunch(kernel, dim, params, self._device)

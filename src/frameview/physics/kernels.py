@@ -4,7 +4,7 @@
 Every kernel runs over ``(call rows, columns)``: a column is a link of an articulation or one of its DOFs (one
 column for a rigid body or an articulation root). ``table[view row, column]`` is the index of the element in the
 engine's array, resolved once at construction. Rows are ``(kind, indices, mask, count)`` as for the frame views
-(:mod:`frameview._core.rows`); an index out of range is recorded in the view's status word
+(:mod:`frameview._core.rows`), with the caller's device indices as they are (any integer dtype, strided); an index out of range is recorded in the view's status word
 (:mod:`frameview._core.device_errors`) and its row is left untouched.
 """
 
@@ -27,15 +27,16 @@ _MASK = wp.constant(MASK)
 def _view_row(
     k: int,
     kind: int,
-    indices: wp.array(dtype=wp.int32),
+    indices: Any,
     mask: wp.array(dtype=wp.bool),
     count: int,
     status: wp.array(dtype=wp.int32),
     column: int,
 ):
-    """The view row of call row ``k``, or -1: masked out, or an index out of range (recorded once per row)."""
+    """The view row of call row ``k``, or -1: masked out, or an index out of range (recorded once per row).
+    ``indices`` are the caller's, of any integer dtype and strides (no narrowing launch)."""
     if kind == _INDEXED:
-        i = indices[k]
+        i = int(indices[k])
         if i < 0 or i >= count:
             if column == 0:
                 report(status, k, CODE_INDEX_RANGE)
@@ -50,7 +51,7 @@ def _view_row(
 @wp.kernel(enable_backward=False)
 def gather_transforms(
     kind: int,
-    indices: wp.array(dtype=wp.int32),
+    indices: wp.array(dtype=Any),
     mask: wp.array(dtype=wp.bool),
     count: int,
     table: wp.array2d(dtype=wp.int32),
@@ -75,7 +76,7 @@ def gather_transforms(
 @wp.kernel(enable_backward=False)
 def gather_twists(
     kind: int,
-    indices: wp.array(dtype=wp.int32),
+    indices: wp.array(dtype=Any),
     mask: wp.array(dtype=wp.bool),
     count: int,
     table: wp.array2d(dtype=wp.int32),
@@ -97,7 +98,7 @@ def gather_twists(
 @wp.kernel(enable_backward=False)
 def gather_values(
     kind: int,
-    indices: wp.array(dtype=wp.int32),
+    indices: wp.array(dtype=Any),
     mask: wp.array(dtype=wp.bool),
     count: int,
     table: wp.array2d(dtype=wp.int32),
@@ -116,7 +117,7 @@ def gather_values(
 @wp.kernel(enable_backward=False)
 def gather_joint_state(
     kind: int,
-    indices: wp.array(dtype=wp.int32),
+    indices: wp.array(dtype=Any),
     mask: wp.array(dtype=wp.bool),
     count: int,
     q_table: wp.array2d(dtype=wp.int32),
