@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The typed physics views at scale: joint state, root velocities and link poses of N robots simulated by Newton.
 
-Scene: ``envs`` copies of a 12-DOF quadruped-like articulation (a floating base and four legs of three revolute
-joints), built once with ``newton.ModelBuilder.replicate`` and labelled per env (``/World/envs/env_i/Robot/...``, as
-a model built from an Isaac Lab stage is); joint positions and velocities set at random and the bodies posed by
-``newton.eval_fk``; ``control.joint_f`` random. Views through the public API:
+Scene: ``envs`` copies of ``examples/newton_robots.py``'s 12-DOF robot (a floating base and four legs of three
+revolute joints), built once with ``newton.ModelBuilder.replicate`` and labelled per env
+(``/World/envs/env_i/Robot/...``, as a model built from an Isaac Lab stage is); joint positions and velocities set
+at random and the bodies posed by ``newton.eval_fk``; ``control.joint_f`` random. Views through the public API:
 ``fv.make_articulation_view({"prim_path": "/World/envs/env_.*/Robot", "backend": "newton"}, model=..., state=...)``.
 
 Each row is timed side by side with its **direct** read: what a user writes without frameview, one ``wp.launch`` of
@@ -44,13 +44,14 @@ import warp as wp
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT.parent / "examples"))
 from harness.machine import machine_info  # noqa: E402  (also quiets Warp's banner)
 from harness.timing import Timer  # noqa: E402
+from newton_robots import LEG_DOFS, LEGS, build_model  # noqa: E402  (the example's robot)
 
 import frameview as fv  # noqa: E402
 
 TARGETS_US = {"joint_state": 20.0, "body_velocities": 15.0}  # H200, 8192 envs (issue 35)
-LEGS, LEG_DOFS = 4, 3
 
 
 @wp.kernel(enable_backward=False)
@@ -115,41 +116,12 @@ def direct_poses(
     quat[e, c] = wp.transform_get_rotation(t)
 
 
-def robot_template(newton: Any) -> Any:
-    """One quadruped-like robot labelled for env 0: a floating base and four three-joint legs (12 DOFs)."""
-    b = newton.ModelBuilder()
-    root = "/World/envs/env_0/Robot"
-    base = b.add_link(mass=5.0, inertia=wp.mat33(np.eye(3) * 0.1), label=f"{root}/base")
-    joints = [b.add_joint_free(base, label=f"{root}/root_joint")]
-    for leg in range(LEGS):
-        parent = base
-        corner = ((-1) ** leg * 0.3, (-1) ** (leg // 2) * 0.2, 0.0)
-        for k in range(LEG_DOFS):
-            link = b.add_link(mass=0.5, inertia=wp.mat33(np.eye(3) * 0.01), label=f"{root}/leg{leg}_link{k}")
-            offset = corner if k == 0 else (0.0, 0.0, -0.2)
-            axis = (1.0, 0.0, 0.0) if k == 0 else (0.0, 1.0, 0.0)
-            joints.append(b.add_joint_revolute(parent, link, parent_xform=wp.transform(offset, wp.quat_identity()),
-                                               axis=axis, label=f"{root}/leg{leg}_joint{k}"))  # fmt: skip
-            parent = link
-    b.add_articulation(joints, label=root)
-    return b
-
-
 def build(envs: int, device: str) -> tuple[Any, Any, Any, dict]:
     """The model, a state posed by forward kinematics from random joints, a control, and the seconds it took."""
     import newton
 
     t0 = time.perf_counter()
-    template = robot_template(newton)
-    b = newton.ModelBuilder()
-    b.replicate(template, envs)
-    per = {kind: len(getattr(template, f"{kind}_label")) for kind in ("body", "joint", "articulation")}
-    for kind, n in per.items():  # label each copy with its env, as a model built from an Isaac Lab stage is
-        labels = getattr(b, f"{kind}_label")
-        assert len(labels) == n * envs
-        for i, label in enumerate(labels):
-            labels[i] = label.replace("/env_0/", f"/env_{i // n}/", 1)
-    model = b.finalize(device=device)
+    model = build_model(newton, envs, device)  # the example's robots, labelled per env
     t1 = time.perf_counter()
     state, control = model.state(), model.control()
     rng = np.random.default_rng(0)

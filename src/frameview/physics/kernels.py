@@ -4,8 +4,9 @@
 Every kernel runs over ``(call rows, columns)``: a column is a link of an articulation or one of its DOFs (one
 column for a rigid body or an articulation root). ``table[view row, column]`` is the index of the element in the
 engine's array, resolved once at construction. Rows are ``(kind, indices, mask, count)`` as for the frame views
-(:mod:`frameview._core.rows`), with the caller's device indices as they are (any integer dtype, strided); an index out of range is recorded in the view's status word
-(:mod:`frameview._core.device_errors`) and its row is left untouched.
+(:mod:`frameview._core.rows`), with the caller's device indices as they are (any integer dtype, strided); an index
+out of range is recorded in the view's status word (:mod:`frameview._core.device_errors`) and its row is left
+untouched.
 """
 
 from __future__ import annotations

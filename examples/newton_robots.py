@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Joint state and root velocities of N robots simulated by Newton: the observations of a locomotion task.
+
+Each env holds a 12-DOF quadruped-like robot (a floating base and four legs of three revolute joints, PD-driven to
+straight legs), built once and replicated, labelled ``/World/envs/env_i/Robot/...`` as a model built from an Isaac
+Lab stage is. Every step reads, through frameview's typed physics views, what a policy observes: the joint state of
+every env (``fv.JointStateReader``: names, positions, velocities, efforts) and every base's velocities
+(``fv.RigidBodyView``); random envs are reset by writing their joints into Newton's state::
+
+    python examples/newton_robots.py                       # 16 envs, 50 steps, CPU
+    python examples/newton_robots.py --envs 4096 --device cuda:0
+    python examples/newton_robots.py --check               # also compare every reading with Newton's arrays
+
+The views find the robots by their labels (``model.articulation_label``, ``model.body_label``): no stage is needed.
+The first run compiles Newton's kernels (about half a minute on a CPU); later runs reuse Warp's kernel cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+try:
+    import numpy as np
+    import warp as wp
+
+    import frameview as fv
+except ImportError as exc:  # run outside frameview's environment: say how to get into it
+    raise SystemExit(
+        f"newton_robots: {exc}. Run it in frameview's environment: ./scripts/run examples/newton_robots.py, or "
+        "pip install 'frameview[newton]'."
+    ) from exc
+
+LEGS, LEG_DOFS = 4, 3
+ROBOTS = "/World/envs/env_.*/Robot"
+STANDING = np.zeros(LEGS * LEG_DOFS, dtype=np.float32)  # the drives' target: straight legs (radians)
+
+
+def robot_template(newton: Any) -> Any:
+    """One robot labelled for env 0: a floating base and four three-joint legs (12 revolute DOFs)."""
+    b = newton.ModelBuilder()
+    root = "/World/envs/env_0/Robot"
+    base = b.add_link(mass=5.0, inertia=wp.mat33(np.eye(3) * 0.1), label=f"{root}/base")
+    b.add_shape_box(base, hx=0.3, hy=0.15, hz=0.05)
+    joints = [b.add_joint_free(base, label=f"{root}/root_joint")]
+    for leg in range(LEGS):
+        parent = base
+        corner = ((-1) ** leg * 0.3, (-1) ** (leg // 2) * 0.2, 0.0)
+        for k in range(LEG_DOFS):
+            link = b.add_link(mass=0.5, inertia=wp.mat33(np.eye(3) * 0.01), label=f"{root}/leg{leg}_link{k}")
+            b.add_shape_capsule(link, radius=0.03, half_height=0.08)
+            offset = corner if k == 0 else (0.0, 0.0, -0.2)
+            joints.append(
+                b.add_joint_revolute(
+                    parent,
+                    link,
+                    parent_xform=wp.transform(offset, wp.quat_identity()),
+                    axis=(1.0, 0.0, 0.0) if k == 0 else (0.0, 1.0, 0.0),
+                    target_ke=50.0,
+                    target_kd=2.0,
+                    label=f"{root}/leg{leg}_joint{k}",
+                )
+            )
+            parent = link
+    b.add_articulation(joints, label=root)
+    return b
+
+
+def build_model(newton: Any, envs: int, device: str) -> Any:
+    """``envs`` copies of the robot, each labelled with its env (``/World/envs/env_i/Robot/...``), 1 m up."""
+    b = newton.ModelBuilder()
+    b.replicate(robot_template(newton), envs)
+    for kind, per_env in (("body", 1 + LEGS * LEG_DOFS), ("joint", 1 + LEGS * LEG_DOFS), ("articulation", 1)):
+        labels = getattr(b, f"{kind}_label")
+        for i, label in enumerate(labels):
+            labels[i] = label.replace("/env_0/", f"/env_{i // per_env}/", 1)
+    return b.finalize(device=device)
+
+
+def dof_tables(model: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(envs, 12) coordinate and DOF indices of each env's leg joints, from the joint labels (the check's truth)."""
+    joint = {str(label): j for j, label in enumerate(model.joint_label)}
+    q_start, qd_start = model.joint_q_start.numpy(), model.joint_qd_start.numpy()
+    envs = model.articulation_count
+    names = [f"leg{g}_joint{k}" for g in range(LEGS) for k in range(LEG_DOFS)]
+    js = np.array([[joint[f"/World/envs/env_{e}/Robot/{n}"] for n in names] for e in range(envs)])
+    return q_start[js], qd_start[js]
+
+
+def reset_envs(newton: Any, model: Any, state: Any, control: Any, envs: np.ndarray, rng: np.random.Generator) -> None:
+    """Put the robots of ``envs`` back 1 m up at rest, their legs near the standing pose (host writes into Newton's
+    state, then forward kinematics)."""
+    q, qd = state.joint_q.numpy(), state.joint_qd.numpy()
+    starts, dof_starts = model.articulation_start.numpy(), model.joint_qd_start.numpy()
+    q_start = model.joint_q_start.numpy()
+    for e in envs:
+        free = starts[e]  # the root's free joint: position, then quaternion xyzw
+        q[q_start[free] : q_start[free] + 7] = [*model_origin(e), 1.0, 0.0, 0.0, 0.0, 1.0]
+        legs = slice(q_start[free] + 7, q_start[free] + 7 + LEGS * LEG_DOFS)
+        q[legs] = STANDING + rng.normal(0.0, 0.1, LEGS * LEG_DOFS)
+        qd[dof_starts[free] : dof_starts[free] + 6 + LEGS * LEG_DOFS] = 0.0
+    state.joint_q.assign(q)
+    state.joint_qd.assign(qd)
+    newton.eval_fk(model, state.joint_q, state.joint_qd, state)
+
+
+def model_origin(env: int) -> tuple[float, float]:
+    return (2.0 * (env % 32), 2.0 * (env // 32))
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--reset-probability", type=float, default=0.05)
+    parser.add_argument("--check", action="store_true", help="compare every reading with Newton's arrays (NumPy)")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        import newton
+    except ImportError as exc:
+        raise SystemExit(f"newton_robots: {exc}; pip install 'frameview[newton]'") from exc
+
+    model = build_model(newton, args.envs, args.device)
+    sim = {"state": model.state(), "next": model.state()}
+    control = model.control()
+    solver = newton.solvers.SolverFeatherstone(model)
+    rng = np.random.default_rng(0)
+    reset_envs(newton, model, sim["state"], control, np.arange(args.envs), rng)
+
+    # the observations: one config field picks the engine
+    cfg = fv.PhysicsViewCfg(prim_path=ROBOTS, backend="newton")
+    engine = {"model": model, "state": lambda: sim["state"], "control": control}
+    joints = fv.make_joint_state_reader(cfg, **engine)
+    bases = fv.make_rigid_body_view({"prim_path": f"{ROBOTS}/base", "backend": "newton"}, **engine)
+    q_idx, qd_idx = dof_tables(model)
+    max_error, resets = 0.0, 0
+    for step in range(args.steps):
+        sim["state"].clear_forces()
+        solver.step(sim["state"], sim["next"], control, None, 1.0 / 120.0)
+        sim["state"], sim["next"] = sim["next"], sim["state"]
+        reset = np.flatnonzero(rng.random(args.envs) < args.reset_probability)
+        if reset.size:
+            reset_envs(newton, model, sim["state"], control, reset, rng)
+            resets += int(reset.size)
+        reading = joints.read()  # (envs, 12) positions, velocities, efforts, in articulation order
+        lin, ang = bases.get_velocities()  # (envs,) world-frame COM linear and angular velocities
+        if args.check:
+            q, qd = sim["state"].joint_q.numpy(), sim["state"].joint_qd.numpy()
+            err = max(
+                float(np.abs(reading.positions.numpy() - q[q_idx]).max()),
+                float(np.abs(reading.velocities.numpy() - qd[qd_idx]).max()),
+            )
+            max_error = max(max_error, err)
+        if not args.quiet and step % 10 == 0:
+            speed = np.linalg.norm(lin.numpy(), axis=1)
+            print(f"step {step:4d}  mean |q - standing| {np.abs(reading.positions.numpy() - STANDING).mean():.3f} rad"
+                  f"  mean base speed {speed.mean():.3f} m/s  resets so far {resets}")  # fmt: skip
+    result = {"names": reading.names, "positions": reading.positions.numpy(), "base_angular": ang.numpy(),
+              "resets": resets, "max_error": max_error}  # fmt: skip
+    joints.close()
+    bases.close()
+    if not args.quiet:
+        print(f"DOFs: {', '.join(result['names'])}")
+        if args.check:
+            print(f"largest difference from Newton's arrays over {args.steps} steps: {max_error:.3g}")
+    return result
+
+
+if __name__ == "__main__":
+    from _warp_quiet import quiet_warp  # beside this file
+
+    quiet_warp(verbose="--verbose" in sys.argv[1:], announce="--quiet" not in sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except (ValueError, ImportError) as exc:
+        sys.exit(f"newton_robots: error: {exc}")
