@@ -378,7 +378,9 @@ def test_rebuilt_model_makes_the_view_stale(device: str) -> None:
         "/World/envs/env_.*/Robot", model=lambda: holder["sim"].model, state=lambda: holder["sim"].state
     )
     arts.get_dof_positions()
+    assert arts.is_current
     holder["sim"] = Sim(device, envs=2)  # the model finalised again (a reset of the simulation)
+    assert not arts.is_current
     with pytest.raises(fv.StaleViewError, match="rebuilt"):
         arts.get_dof_positions()
     other = Sim(device, envs=3)

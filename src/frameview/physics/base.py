@@ -111,6 +111,18 @@ class PhysicsView(abc.ABC):
         """True once :meth:`close` has been called."""
         return self._closed
 
+    @property
+    def is_current(self) -> bool:
+        """False once the view is closed or the engine's model or scene was rebuilt since the view was made (its next
+        call would raise :class:`StaleViewError`): a check without an exception, as a generation counter gives."""
+        if self._closed:
+            return False
+        try:
+            self._check_current()
+        except StaleViewError:
+            return False
+        return True
+
     def __len__(self) -> int:
         return self.count
 
