@@ -268,6 +268,18 @@ def simulate(workdir: Path) -> dict[str, Any]:
     rail = fv.OvPhysxArticulationView(["/World/Rail"], physx=physx, stage=stage)
     bob = fv.OvPhysxRigidBodyView("/World/Pendulum/Bob", physx=physx)
     reader = robots.joint_state_reader()
+    refused = {}
+    for name, make in [
+        ("no_stage", lambda: fv.OvPhysxArticulationView("/World/envs/env_.*/Robot", physx=physx, stage=None)),
+        ("no_match", lambda: fv.OvPhysxRigidBodyView("/World/envs/env_.*/Nothing", physx=physx)),
+        ("not_articulation", lambda: fv.OvPhysxArticulationView("/World/envs/env_0/Ball", physx=physx, stage=stage)),
+    ]:
+        try:
+            make()
+            refused[name] = None
+        except (TypeError, ValueError) as exc:
+            refused[name] = f"{type(exc).__name__}: {exc}"
+    out["refused"] = refused
     out["robot_paths"] = list(robots.prim_paths)
     out["ball_paths"] = list(balls.prim_paths)
     out["dof_names"], out["dof_types"] = list(robots.dof_names), list(robots.dof_types)
@@ -582,14 +594,45 @@ def test_lifetime(run: dict[str, Any]) -> None:
     assert run["destroyed"] is not None and "PhysX instance was destroyed" in run["destroyed"]
 
 
-def test_missing_stage_and_bad_engine_are_refused() -> None:
-    """Argument errors name the argument, before any engine work (no simulation needed)."""
+def test_bad_arguments_are_refused(run: dict[str, Any]) -> None:
+    """Argument errors name the argument or the prims; a wrong engine object is refused before any engine work."""
     import frameview as fv
 
     with pytest.raises(TypeError, match="physx"):
         fv.OvPhysxRigidBodyView("/World/Body", physx=object())
     with pytest.raises(TypeError, match="physx"):
         fv.make_articulation_view({"prim_path": "/World/Robot", "backend": "ovphysx"}, physx=None, stage=None)
+    refused = run["refused"]
+    assert refused["no_stage"] is not None and refused["no_stage"].startswith("TypeError: stage"), refused
+    assert refused["no_match"] is not None and "Nothing" in refused["no_match"], refused
+    assert refused["not_articulation"] is not None and "Ball" in refused["not_articulation"], refused
+
+
+def test_stale_on_a_change_of_the_views_own_prims() -> None:
+    """The notifications a view listens to: its own prims created or destroyed, or everything destroyed; a change
+    elsewhere leaves it current. (ovphysx emits per-prim notifications for stage edits, which this file's scene
+    cannot drive: the mechanism is checked with the callbacks called directly.)"""
+    from frameview.ovphysx.bodies import _Lifetime
+
+    class Engine:
+        def subscribe_object_changes(self, **callbacks: Any) -> int:
+            self.callbacks = callbacks
+            return 7
+
+    engine = Engine()
+    life = _Lifetime(engine, ["/World/envs/env_0/Robot", "/World/envs/env_0/Robot/Link1"])
+    assert life.subscription == 7 and life.reason is None
+    engine.callbacks["on_destroyed"]("/World/envs/env_1/Robot", 0)
+    engine.callbacks["on_created"]("/World/Other", 0)
+    assert life.reason is None
+    engine.callbacks["on_destroyed"]("/World/envs/env_0/Robot/Link1", 0)
+    assert life.reason is not None and "Link1" in life.reason
+    life = _Lifetime(engine, ["/World/envs/env_0/Robot"])
+    engine.callbacks["on_created"]("/World/envs/env_0/Robot", 0)
+    assert life.reason is not None and "topology" in life.reason
+    life = _Lifetime(engine, ["/World/envs/env_0/Robot"])
+    engine.callbacks["on_all_destroyed"]()
+    assert life.reason is not None and "reloaded" in life.reason
 
 
 if __name__ == "__main__":

@@ -62,27 +62,19 @@ class _Column(NamedTuple):
 
 
 class _Lifetime:
-    """ovphysx's object-change notifications, turned into the reason a view went stale (or None)."""
+    """ovphysx's object-change notifications (``PhysX.subscribe_object_changes``), turned into the reason a view went
+    stale: the view's own prims (its rows, and an articulation's links and DOF joints) created or destroyed, or every
+    physics object destroyed (a detach, before a reload). None while the view is current."""
 
-    def __init__(self, physx: Any, prims: Iterable[str], exact: Iterable[str]) -> None:
+    def __init__(self, physx: Any, prims: Iterable[str]) -> None:
         self.reason: str | None = None
         self._prims = frozenset(prims)
-        self._exact = frozenset(exact)
         self.subscription = physx.subscribe_object_changes(
             on_created=self._created, on_destroyed=self._destroyed, on_all_destroyed=self._all_destroyed
         )
 
     def _touches(self, path: str) -> bool:
-        if path in self._exact:
-            return True
-        while path:
-            if path in self._prims:
-                return True
-            cut = path.rfind("/")
-            if cut <= 0:
-                return False
-            path = path[:cut]
-        return False
+        return str(path) in self._prims
 
     def _created(self, path: str, _kind: int) -> None:
         if self.reason is None and self._touches(path):
@@ -210,10 +202,11 @@ class _OvPhysxSource(PhysicsView):
     def backend(self) -> str:
         return "ovphysx"
 
-    def _start(self, physx: Any, prims: Iterable[str], exact: Iterable[str] = ()) -> None:
-        """Subscribe to ovphysx's object changes before any binding exists (a change during construction counts)."""
+    def _start(self, physx: Any, prims: Iterable[str]) -> None:
+        """Subscribe to ovphysx's object changes of ``prims`` before any binding exists (a change during construction
+        counts)."""
         self._physx = physx
-        self._life = _Lifetime(physx, prims, exact)
+        self._life = _Lifetime(physx, prims)
         self._columns = {}
         self._finalizer = weakref.finalize(self, _cleanup, physx, self._life.subscription, [])
 
@@ -395,8 +388,7 @@ class OvPhysxArticulationView(_OvPhysxSource, ArticulationView):
         if not joints[first]:
             raise ValueError(f"articulation {first!r} has no DOFs to read (every joint is fixed)")
         bodies = _joint_bodies(stage, sorted({j for p in paths for j in joints[p]}))
-        exact = set(bodies) | {b for pair in bodies.values() for b in pair if b}
-        self._start(physx, paths, exact)
+        self._start(physx, {*paths, *bodies, *(b for pair in bodies.values() for b in pair if b)})
         try:
             dof = self._column("dof_positions", TensorType.ARTICULATION_DOF_POSITION, wp.float32, paths)
             super().__init__(prim_path, paths, device=_device(dof.binding, device))
