@@ -20,6 +20,14 @@ reports degrees), quaternions xyzw, velocities in the world frame. DOFs are repo
 position rotates (translates) the articulation child of the joint relative to its parent about (along) the joint's
 authored axis. ovphysx reports a DOF whose joint has ``body0`` = the child negated (the authored body order); the
 views negate it back (position, velocity and effort), so that a joint reads the same whichever way it was authored.
+
+Lifetime. A view subscribes to ovphysx's object-change notifications: once ovphysx destroys every physics object (a
+detach, as before a reload), or creates or destroys one of the view's prims (its rows, an articulation's links and
+DOF joints: the articulation was rebuilt), or the PhysX instance is destroyed, the view's next call raises
+:class:`~frameview.physics.StaleViewError`. The check costs a flag test and a handle check per call.
+
+Tested on CPU scenes. On a DirectGPU scene the bindings fill staging arrays on the GPU and the views run there
+(untested); a binding read is a host call into ovphysx, so no getter can be captured in a CUDA graph.
 """
 
 from __future__ import annotations
