@@ -399,9 +399,17 @@ def simulate(workdir: Path) -> dict[str, Any]:
     out["link_errs"] = lerr
 
     # ---- rows: int64 indices (torch and NumPy), a bool mask leaving other rows untouched, bad indices
-    import torch
+    try:  # torch is optional: without it the int64 indices are NumPy's
+        import torch
 
-    sel = reader.read(indices=torch.tensor([3, 0], dtype=torch.int64))
+        def int64(rows: list[int]) -> Any:
+            return torch.tensor(rows, dtype=torch.int64)
+    except ImportError:
+
+        def int64(rows: list[int]) -> Any:
+            return np.array(rows, dtype=np.int64)
+
+    sel = reader.read(indices=int64([3, 0]))
     out["indexed_err"] = float(np.abs(sel.positions.numpy() - pos[[3, 0]]).max())
     sel_np = robots.get_dof_velocities(indices=np.array([2], dtype=np.int64)).numpy()
     out["indexed_np_err"] = float(np.abs(sel_np - vel[[2]]).max())
@@ -456,9 +464,7 @@ def simulate(workdir: Path) -> dict[str, Any]:
             float(np.abs(coms.numpy()[r] - np.array([0.0, 0.0, 0.01 * i])).max()),
         )
     out["ball_errs"] = berr
-    out["ball_rows_torch"] = float(
-        np.abs(balls.get_velocities(indices=torch.tensor([1], dtype=torch.int64))[0].numpy() - bv.numpy()[[1]]).max()
-    )
+    out["ball_rows_torch"] = float(np.abs(balls.get_velocities(indices=int64([1]))[0].numpy() - bv.numpy()[[1]]).max())
     try:
         balls.get_masses(indices=np.array([-1], dtype=np.int64))
         out["ball_bad_index"] = None
