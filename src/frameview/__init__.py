@@ -49,6 +49,8 @@ _LAZY_IMPORTS: dict[str, str] = {
     "make_joint_state_reader": ".physics",
     "NewtonRigidBodyView": ".newton",
     "NewtonArticulationView": ".newton",
+    "OvPhysxRigidBodyView": ".ovphysx",
+    "OvPhysxArticulationView": ".ovphysx",
 }
 
 __all__ = ["__version__", *sorted(_LAZY_IMPORTS)]
@@ -76,6 +78,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see the real names
     from .distributed import GatheredPoses, all_gather_poses, rank_device
     from .fabric.view import FabricFrameView
     from .newton import NewtonArticulationView, NewtonFrameView, NewtonRigidBodyView
+    from .ovphysx import OvPhysxArticulationView, OvPhysxRigidBodyView
     from .paths import PrimTree, resolve_prim_paths
     from .physics import (
         ArticulationView,
