@@ -618,7 +618,7 @@ def test_stale_on_a_change_of_the_views_own_prims() -> None:
     """The notifications a view listens to: its own prims created or destroyed, or everything destroyed; a change
     elsewhere leaves it current. (ovphysx emits per-prim notifications for stage edits, which this file's scene
     cannot drive: the mechanism is checked with the callbacks called directly.)"""
-    from frameview.ovphysx.bodies import _Lifetime
+    from frameview.ovphysx.engine import _Lifetime
 
     class Engine:
         def subscribe_object_changes(self, **callbacks: Any) -> int:

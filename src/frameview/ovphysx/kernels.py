@@ -5,6 +5,8 @@ articulation child negated; the views undo it, and the effort conjugate to a neg
 
 from __future__ import annotations
 
+from typing import Any
+
 import warp as wp
 
 from ..physics.kernels import _view_row
@@ -15,7 +17,7 @@ __all__ = ["gather_signed_joint_state", "gather_signed_values"]
 @wp.kernel(enable_backward=False)
 def gather_signed_values(
     kind: int,
-    indices: wp.array(dtype=wp.int32),
+    indices: wp.array(dtype=Any),
     mask: wp.array(dtype=wp.bool),
     count: int,
     table: wp.array2d(dtype=wp.int32),
@@ -35,7 +37,7 @@ def gather_signed_values(
 @wp.kernel(enable_backward=False)
 def gather_signed_joint_state(
     kind: int,
-    indices: wp.array(dtype=wp.int32),
+    indices: wp.array(dtype=Any),
     mask: wp.array(dtype=wp.bool),
     count: int,
     table: wp.array2d(dtype=wp.int32),
