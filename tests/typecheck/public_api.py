@@ -113,3 +113,9 @@ def read_physics(model: Any, state: Any, control: Any) -> None:
     assert_type(bodies, fv.RigidBodyView)
     lin, _ang = bodies.get_velocities()
     assert_type(lin, wp.array)
+
+
+def ovphysx_views(physx: Any, stage: Any) -> None:
+    robots = fv.OvPhysxArticulationView("/World/envs/env_.*/Robot", physx=physx, stage=stage)
+    assert_type(robots.get_root_velocities()[0], wp.array)
+    assert_type(fv.OvPhysxRigidBodyView("/World/Ball", physx=physx).get_masses(), wp.array)
