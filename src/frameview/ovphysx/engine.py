@@ -137,6 +137,8 @@ def joint_bodies(stage: Any, joints: Sequence[str]) -> dict[str, tuple[str, str]
 
     pd = ovstage.PathDictionary(stage)
     found: dict[str, list[str]] = {j: ["", ""] for j in joints}
+    joint_of = {pd.intern_path(j): j for j in joints}  # prim handles compared as integers: no string per prim
+    names: dict[int, str] = {}  # target handle -> path (a link is the body of two joints)
     tokens = [pd.intern_token("physics:body0"), pd.intern_token("physics:body1")]
     with pd.create_path_list_from_strings(list(joints)) as plist, stage.query_from_path_list(plist) as query:
         query.wait()
@@ -145,13 +147,17 @@ def joint_bodies(stage: Any, joints: Sequence[str]) -> dict[str, tuple[str, str]
             for group in read.groups():
                 with group:
                     side = tokens.index(group.attribute)
-                    listed = pd.get_path_strings(group.prim_list)
+                    listed = pd.get_paths(group.prim_list)
                     for k in range(group.prim_count):
-                        prim = listed[group.prim_index(k) if group.has_prim_index_map else group.prim_offset + k]
+                        joint = joint_of.get(listed[group.prim_index(k) if group.has_prim_index_map
+                                                    else group.prim_offset + k])  # fmt: skip
                         row = group.data_row_index(k) if group.has_data_index_map else k
                         targets = np.ravel(ovstage.dltensor_to_numpy(group.tensor(row)))
-                        if prim in found and targets.size:
-                            found[prim][side] = pd.path_to_string(int(targets[0]))
+                        if joint is not None and targets.size:
+                            handle = int(targets[0])
+                            if handle not in names:
+                                names[handle] = pd.path_to_string(handle)
+                            found[joint][side] = names[handle]
     return {j: (b[0], b[1]) for j, b in found.items()}
 
 
