@@ -38,7 +38,7 @@ autodoc_typehints_description_target = "documented_params"
 autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": True}
 # optional packages the reference names without needing them installed
-autodoc_mock_imports = ["usdrt", "ovstage", "isaaclab", "torch"]
+autodoc_mock_imports = ["usdrt", "ovstage", "ovphysx", "isaaclab", "torch"]
 
 myst_heading_anchors = 3
 

@@ -182,8 +182,9 @@ def test_joint_state_matches_newton_arrays(device: str, sims: dict) -> None:
     out = reader.read(mask=torch.tensor(mask))
     np.testing.assert_array_equal(out.velocities.numpy()[mask], want_vel[mask])
     np.testing.assert_array_equal(out.velocities.numpy()[~mask], before[~mask])
-    reader.close()
-    assert arts.is_closed
+    with reader:  # the reader closes the view it made
+        assert repr(reader).startswith("JointStateReader(")
+    assert arts.is_closed and not arts.is_current
 
 
 def test_root_and_link_poses_and_velocities(device: str, sims: dict) -> None:

@@ -410,6 +410,12 @@ class JointStateReader:
         if self._owns_view:
             self._view.close()
 
+    def __enter__(self) -> JointStateReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __repr__(self) -> str:
         return f"JointStateReader({self._view!r}, dofs={len(self.names)})"
 
