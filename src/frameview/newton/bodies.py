@@ -21,8 +21,9 @@ except ImportError as exc:  # the optional extra frameview[newton]
         "the Newton physics views need newton: install frameview[newton] (newton, newton-usd-schemas)", name=exc.name
     ) from exc
 
-from ..physics.base import ArticulationView, PhysicsView, RigidBodyView, StaleViewError, gather
-from ..physics.labels import match_labels
+from ..physics.base import ArticulationView, PhysicsView, RigidBodyView, StaleViewError
+from ..physics.kernels import gather_joint_state, gather_transforms, gather_twists, gather_values
+from ..physics.labels import leaf_name, match_labels
 
 __all__ = ["NewtonArticulationView", "NewtonRigidBodyView"]
 
@@ -143,18 +144,18 @@ class NewtonRigidBodyView(_NewtonSource, RigidBodyView):
 
     def _source(self, what: str) -> tuple[Any, wp.array, list[Any]]:
         if what == "poses":
-            return gather("transform"), self._table, [self._state().body_q]
+            return gather_transforms, self._table, [self._state().body_q]
         if what == "velocities":
-            return gather("twist"), self._table, [self._state().body_qd]
+            return gather_twists, self._table, [self._state().body_qd]
         if what == "accelerations":
             qdd = getattr(self._state(), "body_qdd", None)
             if qdd is None:
                 raise NotImplementedError(f"{self!r}: {_QDD_HINT}")
-            return gather("twist"), self._table, [qdd]
+            return gather_twists, self._table, [qdd]
         model = self._model
         array = {"masses": model.body_mass, "inv_masses": model.body_inv_mass, "inertias": model.body_inertia,
                  "coms": model.body_com}[what]  # fmt: skip
-        return gather("value"), self._table, [array]
+        return gather_values, self._table, [array]
 
 
 def _device(model: Any, device: str | None) -> Any:
@@ -214,29 +215,29 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
         self._links = _table([lay.links for lay in layouts], self._device)
         self._q = _table([lay.q for lay in layouts], self._device)
         self._qd = _table([lay.qd for lay in layouts], self._device)
-        self._ones = wp.ones(max(len(first.qd), 1), dtype=wp.float32, device=self._device)
+        self._dof_sign = wp.ones(max(len(first.qd), 1), dtype=wp.float32, device=self._device)
 
     def _source(self, what: str) -> tuple[Any, wp.array, list[Any]]:
         if what == "root_poses":
-            return gather("transform"), self._root, [self._state().body_q]
+            return gather_transforms, self._root, [self._state().body_q]
         if what == "root_velocities":
-            return gather("twist"), self._root, [self._state().body_qd]
+            return gather_twists, self._root, [self._state().body_qd]
         if what == "link_poses":
-            return gather("transform"), self._links, [self._state().body_q]
+            return gather_transforms, self._links, [self._state().body_q]
         if what == "link_velocities":
-            return gather("twist"), self._links, [self._state().body_qd]
+            return gather_twists, self._links, [self._state().body_qd]
         if what == "dof_positions":
-            return gather("value"), self._q, [self._state().joint_q]
+            return gather_values, self._q, [self._state().joint_q]
         if what == "dof_velocities":
-            return gather("value"), self._qd, [self._state().joint_qd]
+            return gather_values, self._qd, [self._state().joint_qd]
         if what == "dof_efforts":
-            return gather("value"), self._qd, [self._joint_f()]
+            return gather_values, self._qd, [self._joint_f()]
         if what == "joint_state":
             state = self._state()
             return (
-                gather("joint_state"),
+                gather_joint_state,
                 self._q,
-                [self._qd, state.joint_q, state.joint_qd, self._joint_f(), self._ones],
+                [self._qd, state.joint_q, state.joint_qd, self._joint_f(), self._dof_sign],
             )
         raise NotImplementedError(f"{self!r}: {what}")
 
@@ -285,7 +286,7 @@ class _Topology:
         names: list[str] = []
         types: list[str] = []
         for j in joints:
-            kind, name = int(self.joint_type[j]), _leaf(self.joint_labels[j])
+            kind, name = int(self.joint_type[j]), leaf_name(self.joint_labels[j])
             out.links.append(int(self.joint_child[j]))
             root = j == joints[0]
             if root and kind in (jt.FREE, jt.DISTANCE):
@@ -307,10 +308,6 @@ class _Topology:
                 types.append("translation" if k < lin else "rotation")
         if not names:
             raise ValueError(f"articulation {label!r} has no DOFs to read (every joint is fixed)")
-        out.link_names = tuple(_leaf(self.body_labels[b]) for b in out.links)
+        out.link_names = tuple(leaf_name(self.body_labels[b]) for b in out.links)
         out.dof_names, out.dof_types = tuple(names), tuple(types)
         return out
-
-
-def _leaf(label: str) -> str:
-    return label.rstrip("/").rsplit("/", 1)[-1]

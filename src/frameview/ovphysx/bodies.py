@@ -24,16 +24,15 @@ import numpy as np
 import warp as wp
 from ovphysx.types import SimObjectType, TensorType
 
-from ..physics.base import ArticulationView, RigidBodyView, gather
-from ..physics.labels import match_labels
-from . import kernels
+from ..physics.base import ArticulationView, RigidBodyView
+from ..physics.kernels import gather_dof_values, gather_joint_state, gather_transforms, gather_twists, gather_values
+from ..physics.labels import leaf_name, match_labels
 from .engine import (
     OvPhysxSource,
     binding_device,
     check_physx,
     check_stage,
     joint_bodies,
-    leaf,
     natural_order,
     session_read,
 )
@@ -69,14 +68,14 @@ class OvPhysxRigidBodyView(OvPhysxSource, RigidBodyView):
             stage, or the PhysX instance was destroyed.
     """
 
-    _QUANTITIES: ClassVar[dict[str, tuple[TensorType, str, Any]]] = {
-        "poses": (TensorType.RIGID_BODY_POSE, "transform", wp.transformf),
-        "velocities": (TensorType.RIGID_BODY_VELOCITY, "twist", wp.spatial_vectorf),
-        "accelerations": (TensorType.RIGID_BODY_ACCELERATION, "twist", wp.spatial_vectorf),
-        "masses": (TensorType.RIGID_BODY_MASS, "value", wp.float32),
-        "inv_masses": (TensorType.RIGID_BODY_INV_MASS, "value", wp.float32),
-        "inertias": (TensorType.RIGID_BODY_INERTIA, "value", wp.mat33f),
-        "coms": (TensorType.RIGID_BODY_COM_POSE, "value", wp.vec3f),
+    _QUANTITIES: ClassVar[dict[str, tuple[TensorType, Any, Any]]] = {
+        "poses": (TensorType.RIGID_BODY_POSE, gather_transforms, wp.transformf),
+        "velocities": (TensorType.RIGID_BODY_VELOCITY, gather_twists, wp.spatial_vectorf),
+        "accelerations": (TensorType.RIGID_BODY_ACCELERATION, gather_twists, wp.spatial_vectorf),
+        "masses": (TensorType.RIGID_BODY_MASS, gather_values, wp.float32),
+        "inv_masses": (TensorType.RIGID_BODY_INV_MASS, gather_values, wp.float32),
+        "inertias": (TensorType.RIGID_BODY_INERTIA, gather_values, wp.mat33f),
+        "coms": (TensorType.RIGID_BODY_COM_POSE, gather_values, wp.vec3f),
     }
 
     def __init__(
@@ -101,7 +100,7 @@ class OvPhysxRigidBodyView(OvPhysxSource, RigidBodyView):
 
     def _source(self, what: str) -> tuple[Any, wp.array, list[Any]]:
         column = self._columns[what]
-        return gather(self._QUANTITIES[what][1]), column.table, [self._fill(column)]
+        return self._QUANTITIES[what][1], column.table, [self._fill(column)]
 
 
 class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
@@ -147,7 +146,7 @@ class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
         first = paths[0]
 
         def signature(p: str) -> tuple:
-            return (bool(meta["isFixedBase"][p]), int(meta["linkCount"][p]), [leaf(j) for j in joints[p]], axes[p])
+            return (bool(meta["isFixedBase"][p]), int(meta["linkCount"][p]), [leaf_name(j) for j in joints[p]], axes[p])
 
         for p in paths:
             if int(meta["dofCount"][p]) != len(joints[p]):
@@ -191,7 +190,7 @@ class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
                 f"ovphysx's tensor bindings disagree with its articulation metadata for {first!r}: "
                 f"{dof_binding.shape[1]} DOF columns for {dofs} DOFs"
             )
-        leaves = [leaf(j) for j in joints[first]]
+        leaves = [leaf_name(j) for j in joints[first]]
         binding_names = [str(n) for n in dof_binding.dof_names]
         if binding_names and any(not b.startswith(leaf) for b, leaf in zip(binding_names, leaves, strict=False)):
             raise RuntimeError(
@@ -226,7 +225,7 @@ class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
         signs = np.ones(dofs, dtype=np.float32)
         for p in paths:
             for k, joint in enumerate(joints[p]):
-                b0, b1 = (link_of.get(leaf(b)) if b else None for b in bodies[joint])
+                b0, b1 = (link_of.get(leaf_name(b)) if b else None for b in bodies[joint])
                 c0, c1 = moves(b0, k), moves(b1, k)
                 if (c0 is None) == (c1 is None):
                     raise RuntimeError(
@@ -250,12 +249,12 @@ class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
     def _source(self, what: str) -> tuple[Any, wp.array, list[Any]]:
         if what == "joint_state":
             q, qd, f = (self._columns[n] for n in ("dof_positions", "dof_velocities", "dof_efforts"))
-            arrays = [self._fill(q), self._fill(qd), self._fill(f), self._sign]
-            return kernels.gather_signed_joint_state, q.table, arrays
+            arrays = [q.table, self._fill(q), self._fill(qd), self._fill(f), self._sign]  # one layout: one table twice
+            return gather_joint_state, q.table, arrays
         column = self._columns.get(what)
         if column is None:
             raise NotImplementedError(f"{self!r}: {what}")
         if what.startswith("dof_"):
-            return kernels.gather_signed_values, column.table, [self._fill(column), self._sign]
-        kind = "transform" if what.endswith("poses") else "twist"
-        return gather(kind), column.table, [self._fill(column)]
+            return gather_dof_values, column.table, [self._fill(column), self._sign]
+        kernel = gather_transforms if what.endswith("poses") else gather_twists
+        return kernel, column.table, [self._fill(column)]

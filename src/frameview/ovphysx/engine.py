@@ -179,10 +179,6 @@ def natural_order(labels: Iterable[str]) -> list[str]:
     return sorted(labels, key=lambda p: [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", p)])
 
 
-def leaf(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1]
-
-
 class OvPhysxSource(PhysicsView):
     """Engine handling shared by the ovphysx views: bindings, staging arrays, lifetime."""
 

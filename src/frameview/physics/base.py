@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import warp as wp
@@ -26,7 +26,6 @@ from .._core.arguments import Arguments, IndicesLike, MaskLike
 from .._core.device_errors import DeviceErrors, outside_capture, status_error
 from .._core.launch import RecordedLaunch
 from .._core.rows import Rows
-from . import kernels
 
 __all__ = [
     "ArticulationView",
@@ -418,18 +417,3 @@ class JointStateReader:
 
     def __repr__(self) -> str:
         return f"JointStateReader({self._view!r}, dofs={len(self.names)})"
-
-
-def gather(kind: str) -> Any:
-    """The gather kernel of a source ``kind``: ``"transform"``, ``"twist"``, ``"value"`` or ``"joint_state"``."""
-    return _GATHERS[kind]
-
-
-_GATHERS: dict[str, Any] = {
-    "transform": kernels.gather_transforms,
-    "twist": kernels.gather_twists,
-    "value": kernels.gather_values,
-    "joint_state": kernels.gather_joint_state,
-}
-
-SourceFactory = Callable[[], tuple[Any, wp.array, list[Any]]]

@@ -18,7 +18,7 @@ import warp as wp
 from .._core.device_errors import CODE_INDEX_RANGE, report
 from .._core.rows import INDEXED, MASK
 
-__all__ = ["gather_joint_state", "gather_transforms", "gather_twists", "gather_values"]
+__all__ = ["gather_dof_values", "gather_joint_state", "gather_transforms", "gather_twists", "gather_values"]
 
 _INDEXED = wp.constant(INDEXED)
 _MASK = wp.constant(MASK)
@@ -116,6 +116,26 @@ def gather_values(
 
 
 @wp.kernel(enable_backward=False)
+def gather_dof_values(
+    kind: int,
+    indices: wp.array(dtype=Any),
+    mask: wp.array(dtype=wp.bool),
+    count: int,
+    table: wp.array2d(dtype=wp.int32),
+    values: wp.array(dtype=wp.float32),
+    dof_sign: wp.array(dtype=wp.float32),
+    status: wp.array(dtype=wp.int32),
+    out: wp.array2d(dtype=wp.float32),
+):
+    """One DOF quantity, ``values[table[row, c]] * dof_sign[c]`` (see :func:`gather_joint_state`)."""
+    k, c = wp.tid()
+    row = _view_row(k, kind, indices, mask, count, status, c)
+    if row < 0:
+        return
+    out[k, c] = values[table[row, c]] * dof_sign[c]
+
+
+@wp.kernel(enable_backward=False)
 def gather_joint_state(
     kind: int,
     indices: wp.array(dtype=Any),
@@ -126,21 +146,21 @@ def gather_joint_state(
     joint_q: wp.array(dtype=wp.float32),
     joint_qd: wp.array(dtype=wp.float32),
     joint_f: wp.array(dtype=wp.float32),
-    dof_scale: wp.array(dtype=wp.float32),
+    dof_sign: wp.array(dtype=wp.float32),
     status: wp.array(dtype=wp.int32),
     pos_out: wp.array2d(dtype=wp.float32),
     vel_out: wp.array2d(dtype=wp.float32),
     effort_out: wp.array2d(dtype=wp.float32),
 ):
-    """DOF positions, velocities and efforts of every articulation row in one launch. ``dof_scale[c]`` turns the
-    engine's position and velocity units of DOF column ``c`` into radians / metres (and its sign convention into the
-    view's); efforts are taken as they are."""
+    """DOF positions, velocities and efforts of every articulation row in one launch, each times ``dof_sign[c]``:
+    -1 where the engine reports DOF column ``c`` against the view's parent-to-child convention (ovphysx, a joint
+    authored with ``body0`` the child; the effort conjugate to a negated coordinate is negated too), else 1."""
     k, c = wp.tid()
     row = _view_row(k, kind, indices, mask, count, status, c)
     if row < 0:
         return
-    s = dof_scale[c]
+    s = dof_sign[c]
     d = qd_table[row, c]
     pos_out[k, c] = joint_q[q_table[row, c]] * s
     vel_out[k, c] = joint_qd[d] * s
-    effort_out[k, c] = joint_f[d]
+    effort_out[k, c] = joint_f[d] * s

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from ..paths import resolve_prim_paths
 
-__all__ = ["LabelTree", "match_labels"]
+__all__ = ["LabelTree", "leaf_name", "match_labels"]
 
 
 class LabelTree:
@@ -80,3 +80,8 @@ def match_labels(prim_path: str | Sequence[str], labels: Sequence[str], what: st
             "its own label (e.g. the env's prim path)"
         )
     return [index[p] for p in paths]
+
+
+def leaf_name(path: str) -> str:
+    """The last component of a prim path (a link's or joint's name)."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
