@@ -10,7 +10,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover - the return type of make_frame_view, without importing the views
     from .base import BaseFrameView
@@ -55,15 +55,7 @@ class FrameViewCfg:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FrameViewCfg:
         """Build from a mapping (a YAML/JSON section); unknown keys raise ``ValueError`` listing the known ones."""
-        if not isinstance(data, Mapping):
-            raise TypeError(f"FrameViewCfg.from_dict: expected a mapping, got {type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"FrameViewCfg: unknown key(s) {unknown}; expected some of {sorted(known)}")
-        cfg = cls(**dict(data))
-        cfg.validate()
-        return cfg
+        return config_from_dict(cls, data)
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict (the inverse of :meth:`from_dict`)."""
@@ -94,6 +86,24 @@ class FrameViewCfg:
                 f"FrameViewCfg.fabric_provider: expected one of {list(FABRIC_PROVIDERS)}, got {self.fabric_provider!r}"
             )
         check_device(self.device, "FrameViewCfg.device")
+
+
+_CfgT = TypeVar("_CfgT")
+
+
+def config_from_dict(cls: type[_CfgT], data: Mapping[str, Any]) -> _CfgT:
+    """A config dataclass built from a mapping and validated; unknown keys raise ``ValueError`` listing the known
+    ones (every ``*Cfg.from_dict``)."""
+    name = cls.__name__
+    if not isinstance(data, Mapping):
+        raise TypeError(f"{name}.from_dict: expected a mapping, got {type(data).__name__}")
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{name}: unknown key(s) {unknown}; expected some of {sorted(known)}")
+    cfg = cls(**dict(data))
+    cfg.validate()  # type: ignore[attr-defined]
+    return cfg
 
 
 def check_device(device: object, what: str = "device") -> None:

@@ -57,15 +57,9 @@ class PhysicsViewCfg:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PhysicsViewCfg:
         """Build from a mapping; unknown keys raise ``ValueError`` listing the known ones."""
-        if not isinstance(data, Mapping):
-            raise TypeError(f"PhysicsViewCfg.from_dict: expected a mapping, got {type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"PhysicsViewCfg: unknown key(s) {unknown}; expected some of {sorted(known)}")
-        cfg = cls(**dict(data))
-        cfg.validate()
-        return cfg
+        from ..config import config_from_dict
+
+        return config_from_dict(cls, data)
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict (the inverse of :meth:`from_dict`)."""
