@@ -13,7 +13,6 @@ population of a process); it returns a JSON summary of the errors and facts, whi
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import itertools
 import json
@@ -235,27 +234,15 @@ class _Truth:
 
 
 def simulate(workdir: Path) -> dict[str, Any]:
-    import ovphysx
     import ovstage
     import warp as wp
-    from ovphysx.samples.python_samples.schema_support import physx_schema_paths
     from ovphysx.types import SimObjectType
+    from ovphysx_helpers import open_physx_scene
 
     import frameview as fv
 
     wp.config.quiet = True
-    schemas = [str(p) for p in physx_schema_paths()]
-    with contextlib.suppress(Exception):  # newton-usd-schemas is optional; ovphysx warns at attach without it
-        schemas.append(str(ovphysx.newton_schema_root()))
-    ovstage.population.register_usd_schemas(schemas)
-    usda = workdir / "physics.usda"
-    usda.write_text(scene_usda())
-    physx = ovphysx.PhysX()
-    stage = ovstage.Stage("physics")
-    ovstage.population.open_usd(stage, str(usda.resolve()), ordinal=1, domains=ovstage.PopulationDomain.ALL)
-    stage.advance_write_floor(ordinal=1).wait()
-    physx.wait_task(physx.attach_ovstage(stage, read_ordinal=1))
-    physx.warmup()  # ovphysx's first-read warm-up, done here (it does not advance the simulation time)
+    physx, stage = open_physx_scene(workdir / "physics.usda", scene_usda(), "physics")
     truth = _Truth(physx)
     out: dict[str, Any] = {}
     JT, LK, AR, RB = (SimObjectType.ARTICULATION_JOINT, SimObjectType.ARTICULATION_LINK, SimObjectType.ARTICULATION,

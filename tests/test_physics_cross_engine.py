@@ -22,7 +22,6 @@ order is each engine's; and for the Drone ovphysx picks another root link, which
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import math
@@ -353,26 +352,13 @@ def readings(view: Any) -> dict[str, Any]:
 
 def simulate_ovphysx(workdir: Path) -> dict[str, Any]:
     """The scene in ovphysx (CPU): the view's readings at the authored state and after :data:`STEPS` steps."""
-    import ovphysx
-    import ovstage
     import warp as wp
-    from ovphysx.samples.python_samples.schema_support import physx_schema_paths
+    from ovphysx_helpers import open_physx_scene
 
     import frameview as fv
 
     wp.config.quiet = True
-    schemas = [str(p) for p in physx_schema_paths()]
-    with contextlib.suppress(Exception):  # newton-usd-schemas is optional; ovphysx warns at attach without it
-        schemas.append(str(ovphysx.newton_schema_root()))
-    ovstage.population.register_usd_schemas(schemas)
-    usda = workdir / "cross_engine.usda"
-    usda.write_text(scene_usda())
-    physx = ovphysx.PhysX()
-    stage = ovstage.Stage("cross_engine")
-    ovstage.population.open_usd(stage, str(usda.resolve()), ordinal=1, domains=ovstage.PopulationDomain.ALL)
-    stage.advance_write_floor(ordinal=1).wait()
-    physx.wait_task(physx.attach_ovstage(stage, read_ordinal=1))
-    physx.warmup()
+    physx, stage = open_physx_scene(workdir / "cross_engine.usda", scene_usda(), "cross_engine")
     views = {
         r: fv.OvPhysxArticulationView(f"/World/envs/env_.*/{p}", physx=physx, stage=stage) for r, p in ROBOTS.items()
     }
