@@ -31,3 +31,22 @@ def open_physx_scene(usda: Path, text: str, name: str) -> tuple[Any, Any]:
     physx.wait_task(physx.attach_ovstage(stage, read_ordinal=1))
     physx.warmup()
     return physx, stage
+
+
+def run_in_subprocess(script: Path, workdir: Path) -> dict[str, Any]:
+    """Run ``python script workdir`` (a test module whose ``__main__`` simulates and prints ``RESULT <json>``) in a
+    fresh process with the tests' directory on its path; its parsed result, or an assertion with its output."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent), env.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [sys.executable, str(script), str(workdir)], capture_output=True, text=True, env=env, timeout=600
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"simulation in {script.name} failed (exit {proc.returncode}):\n{output[-4000:]}"
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])

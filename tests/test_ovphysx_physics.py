@@ -17,8 +17,6 @@ import importlib.util
 import itertools
 import json
 import math
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -492,18 +490,9 @@ def simulate(workdir: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    env = dict(os.environ)
-    here = Path(__file__).resolve().parent
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(here), env.get("PYTHONPATH", "")]))
-    workdir = tmp_path_factory.mktemp("ovphysx_physics")
-    proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), str(workdir)],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"simulation failed (exit {proc.returncode}):\n{output[-4000:]}"
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :])
+    from ovphysx_helpers import run_in_subprocess
+
+    return run_in_subprocess(Path(__file__).resolve(), tmp_path_factory.mktemp("ovphysx_physics"))
 
 
 # ------------------------------------------------------------------------------------------------ the tests
