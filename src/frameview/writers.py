@@ -33,6 +33,7 @@ import warp as wp
 from ._core.launch import RecordedLaunch, block_dim_for
 from ._core.rows import ALL, INDEXED, MASK, Rows
 from .kernels.argument_checks import stash_write
+from .kernels.scopes import accumulate_write, select_rows
 
 if TYPE_CHECKING:
     from .base import BaseFrameView
@@ -104,9 +105,15 @@ class XformSpaceWriter:
     component). Writes whose inputs only the device can check (device data or indices on CUDA) are never combined:
     a rejected write writes nothing of its own and never takes an earlier accepted write down with it (on CUDA it is
     reported as described in ``docs/reliability.md``; as for any rejected device call, the writes after it in the
-    same flush are not applied either). In a world-space writer, when the view holds a prim and one of its
-    ancestors, each write goes through at once, in sequence (a later world write of an ancestor would otherwise move
-    what an earlier one placed).
+    same flush are not applied either).
+
+    **Nested prims in a world-space writer.** When the view holds a prim and one of its ancestors, the held writes
+    are not applied one after another (a later write of the ancestor, or of the prim's other component, would carry
+    away what an earlier one placed): at the flush every prim ends at the world values last written to it in the
+    scope, in whatever order and split the writes came (positions in one write, orientations in the next), solved
+    against its ancestors' final poses; a component never written keeps its local value, as in the view's setters.
+    This costs a few launches per flush (one per group of rows written with the same components, per level of
+    nesting); a single write, or writes to the same rows, cost what a setter costs.
 
     Arrays returned by the getters are the view's output buffers (see :class:`~frameview.BaseFrameView`).
     """
@@ -251,10 +258,6 @@ class XformSpaceWriter:
             staged = view._stager.stage(indices, mask, values, now=True)
             if staged is None:
                 return
-            if self._space == "world" and view._stager.nested_prims():  # in sequence, as the view's setters would
-                self._flush()
-                view._apply_write(self._space, staged)
-                return
             staged.key = view._stager.rows_key(staged.rows, indices, mask) if staged.from_host else None
             last = self._pending[-1] if self._pending else None
             if last is not None and last.from_host and staged.from_host and _same_rows(last.key, staged.key):
@@ -328,6 +331,9 @@ class XformSpaceWriter:
         if not pending:
             return
         self._view._check_open()
+        if len(pending) > 1 and self._space == "world" and self._view._stager.nested_prims():
+            _NestedFlush.of(self._view).flush(pending)
+            return
         first: Exception | None = None
         for write in pending:
             try:
@@ -336,6 +342,175 @@ class XformSpaceWriter:
                 first = first or exc
         if first is not None:
             raise first
+
+
+class _NestedFlush:
+    """The flush of a world-space scope's held writes over a view that holds a prim and one of its ancestors.
+
+    Applied one after another, world writes would not leave every prim where it was put: a later write of an
+    ancestor, or of another component of the prim itself under a moved ancestor, carries it away. So the held writes
+    are gathered into (N,) per-row buffers, each component's last written value with a per-row bit set of the
+    components written (:func:`~frameview.kernels.scopes.accumulate_write`), and written back through the backend,
+    one write per group of rows written with the same components, the levels of nesting in order, ancestors first
+    (:func:`~frameview.kernels.scopes.select_rows`): every prim ends at the world values last written to it, solved
+    against its ancestors' final poses; a component never written keeps its local value, as in the view's setters.
+    Every step is a launch on the view's device: no host round trip.
+
+    Writes whose inputs only the device can check (device data or indices on CUDA) are first applied through the
+    backend on their own, which checks them: a rejected one writes nothing and, the status word being sticky, the
+    writes after it are not gathered nor written (as for any rejected device call).
+    """
+
+    def __init__(self, view: BaseFrameView) -> None:
+        self._view = view
+        device = view._device
+        n = view.count
+        self._device = device
+        self._pos = wp.zeros(n, dtype=wp.vec3f, device=device)
+        self._quat = wp.zeros(n, dtype=wp.quatf, device=device)
+        self._scale = wp.zeros(n, dtype=wp.vec3f, device=device)
+        self._flags = wp.zeros(n, dtype=wp.int32, device=device)
+        self._mask = wp.zeros(n, dtype=wp.bool, device=device)
+        levels = _nesting_levels(view.prim_paths)
+        self._levels = int(levels.max()) + 1 if n else 0
+        self._level = wp.array(levels, dtype=wp.int32, device=device)
+        self._flags_host = np.zeros(n, dtype=np.int32)
+        stash = _Stash.of(view)
+        self._no_index, self._no_mask = stash.no_index, stash.no_mask
+        self._no_vec3, self._no_quat = stash.no_vec3, stash.no_quat
+
+    @classmethod
+    def of(cls, view: BaseFrameView) -> _NestedFlush:
+        flush = view.__dict__.get("_scope_nested_flush")
+        if flush is None:
+            view._args.check_outside_capture("a writer scope's buffers")
+            flush = view.__dict__["_scope_nested_flush"] = cls(view)
+        return flush
+
+    def flush(self, pending: list[PendingWrite]) -> None:
+        """Gather ``pending`` (in order) and write the groups back; raise the first error once every write was
+        tried."""
+        view = self._view
+        self._flags.zero_()
+        host_flags: np.ndarray | None = self._flags_host
+        host_flags[:] = 0
+        first: Exception | None = None
+        written: list[int] = []
+        for write in pending:
+            gated = not write.from_host
+            if gated:  # checked by the backend, which applies it; gathered only if it was accepted
+                try:
+                    view._apply_write("world", write)
+                except Exception as exc:
+                    first = first or exc
+                    continue
+            bits = self._gather(write, gated)
+            written.append(bits)
+            if host_flags is not None:
+                if write.key is None:
+                    host_flags = None  # rows on the device: every reachable component set gets its write
+                else:
+                    self._mark(host_flags, write.key, bits)
+        if written:
+            try:
+                self._write_groups(written, host_flags)
+            except Exception as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def _gather(self, write: PendingWrite, gated: bool) -> int:
+        rows = write.rows
+        bits = 0
+        params: list[Any] = [
+            int(rows.kind),
+            rows.indices if rows.kind == INDEXED else self._no_index,
+            rows.mask if rows.kind == MASK else self._no_mask,
+        ]
+        for bit, arr, none in ((1, write.pos, self._no_vec3), (2, write.quat, self._no_quat),
+                               (4, write.scale, self._no_vec3)):  # fmt: skip
+            params += [0 if arr is None else 1, none if arr is None else arr]
+            bits |= 0 if arr is None else bit
+        params += [int(gated), self._view._errors.status, self._pos, self._quat, self._scale, self._flags]
+        wp.launch(accumulate_write, dim=rows.count, inputs=params, device=self._device)
+        return bits
+
+    @staticmethod
+    def _mark(host_flags: np.ndarray, key: tuple, bits: int) -> None:
+        kind, rows = key
+        if kind == ALL:
+            host_flags |= bits
+        elif kind == MASK:
+            host_flags[np.asarray(rows, dtype=bool)] |= bits
+        else:
+            host_flags[np.asarray(rows, dtype=np.int64)] |= bits
+
+    def _write_groups(self, written: list[int], host_flags: np.ndarray | None) -> None:
+        """One backend write per (component set, nesting level) group; a single group of rows spanning every level
+        is written at once (the backend solves nested prims in one write)."""
+        if host_flags is not None:
+            sets = sorted({int(b) for b in np.unique(host_flags) if b})
+        else:  # every union of the writes' component sets is reachable
+            sets_found: set[int] = set()
+            for bits in written:
+                sets_found |= {bits} | {bits | other for other in sets_found}
+            sets = sorted(sets_found)
+        levels = [-1] if len(sets) == 1 else list(range(self._levels))
+        view = self._view
+        first: Exception | None = None
+        for level in levels:
+            for bits in sets:
+                write = self._group(bits, level, host_flags, single=len(sets) == 1)
+                if write is None:
+                    continue
+                try:
+                    view._apply_write("world", write)
+                except Exception as exc:
+                    first = first or exc
+        if first is not None:
+            raise first
+
+    def _group(self, bits: int, level: int, host_flags: np.ndarray | None, single: bool) -> PendingWrite | None:
+        """The backend write of the rows written with component set ``bits`` (at nesting level ``level``; -1: all):
+        all rows, a device mask over the (N,) buffers, or, for a host-bound backend, their indices and data."""
+        view = self._view
+        n = view.count
+        data = [self._pos if bits & 1 else None, self._quat if bits & 2 else None, self._scale if bits & 4 else None]
+        if host_flags is not None and single and bool(np.all(host_flags == bits)):
+            return PendingWrite(Rows(ALL, n), *data, from_host=True)
+        if view._device_rows:
+            wp.launch(select_rows, dim=n, inputs=[self._flags, self._level, bits, level], outputs=[self._mask],
+                      device=self._device)  # fmt: skip
+            return PendingWrite(Rows(MASK, n, mask=self._mask), *data, from_host=True)
+        # a host-bound backend (usd) takes indices and the data cut to them, as its setters give it
+        flags = self._flags.numpy() if host_flags is None else host_flags
+        chosen = flags == bits
+        if level >= 0:
+            chosen &= self._level.numpy() == level
+        idx = np.flatnonzero(chosen).astype(np.int32)
+        if idx.size == 0:
+            return None
+        cut = [None if a is None else wp.array(a.numpy()[idx], dtype=a.dtype, device=self._device) for a in data]
+        rows = Rows(INDEXED, idx.size, indices=wp.array(idx, dtype=wp.int32, device=self._device))
+        return PendingWrite(rows, *cut, from_host=True)
+
+
+def _nesting_levels(paths: tuple[str, ...]) -> np.ndarray:
+    """Per view prim, how many of its ancestors the view holds (0: none)."""
+    index = {p: i for i, p in enumerate(paths)}
+    levels = np.full(len(paths), -1, dtype=np.int32)
+
+    def level(i: int) -> int:
+        if levels[i] < 0:
+            parent = paths[i].rsplit("/", 1)[0]
+            while parent and parent not in index:
+                parent = parent.rsplit("/", 1)[0]
+            levels[i] = 0 if not parent else level(index[parent]) + 1
+        return int(levels[i])
+
+    for i in range(len(paths)):
+        level(i)
+    return levels
 
 
 class _Stash:
