@@ -413,6 +413,16 @@ def simulate(workdir: Path) -> dict[str, Any]:
         out["bad_index"] = None
     except IndexError as exc:
         out["bad_index"] = str(exc)
+    wide = []  # 64-bit device indices beyond int32 (the low 32 bits a valid row): IndexError, never another row
+    for value in (2**32, 2**32 + 3, -(2**32)):
+        try:
+            robots.get_dof_positions(indices=wp.array(np.array([1, value], dtype=np.int64), dtype=wp.int64,
+                                                      device=robots.device))  # fmt: skip
+            robots.check()
+            wide.append(None)
+        except IndexError as exc:
+            wide.append(str(exc))
+    out["wide_index"] = wide
 
     # ---- free fall: v = v0 + g t, angular velocity as authored (deg/s -> rad/s), a = g; mass properties
     t = (STEPS + 1) * DT
@@ -564,6 +574,8 @@ def test_indices_mask_and_bad_input(run: dict[str, Any]) -> None:
     assert run["mask_true_err"] < 1e-5 and run["mask_false_untouched"]
     assert run["bad_index"] is not None and "indices" in run["bad_index"] and str(ENVS) in run["bad_index"]
     assert run["ball_bad_index"] is not None and "indices" in run["ball_bad_index"]
+    for value, message in zip((2**32, 2**32 + 3, -(2**32)), run["wide_index"], strict=True):
+        assert message is not None and str(value) in message, (value, message)
 
 
 def test_lifetime(run: dict[str, Any]) -> None:

@@ -35,14 +35,15 @@ def _view_row(
     column: int,
 ):
     """The view row of call row ``k``, or -1: masked out, or an index out of range (recorded once per row).
-    ``indices`` are the caller's, of any integer dtype and strides (no narrowing launch)."""
+    ``indices`` are the caller's, of any integer dtype and strides (no narrowing launch); the range check runs in
+    64 bits, so that no 64-bit index (``2**32 + 3``, ``-2**32``, ``2**64 - 1``) wraps into range."""
     if kind == _INDEXED:
-        i = int(indices[k])
-        if i < 0 or i >= count:
+        v = wp.int64(indices[k])
+        if v < wp.int64(0) or v >= wp.int64(count):
             if column == 0:
                 report(status, k, CODE_INDEX_RANGE)
             return -1
-        return i
+        return int(v)
     if kind == _MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
         if not mask[k]:
             return -1
