@@ -21,9 +21,10 @@ except ImportError as exc:  # the optional extra frameview[newton]
         "the Newton physics views need newton: install frameview[newton] (newton, newton-usd-schemas)", name=exc.name
     ) from exc
 
-from ..physics.base import ArticulationView, PhysicsView, RigidBodyView, StaleViewError
+from ..physics.base import ArticulationView, PhysicsView, RigidBodyView
 from ..physics.kernels import gather_joint_state, gather_transforms, gather_twists, gather_values
 from ..physics.labels import leaf_name, match_labels
+from .engine import NewtonEngine
 
 __all__ = ["NewtonArticulationView", "NewtonRigidBodyView"]
 
@@ -31,11 +32,20 @@ _EFFORT_SOURCE = (
     "newton: control.joint_f, the generalized forces applied to the joints (feed-forward efforts), not the force a "
     "PD drive or actuator computes inside the solver"
 )
-_QDD_HINT = (
-    "the Newton state holds no body accelerations (state.body_qdd is None): request them before creating the "
-    "states, with model.request_state_attributes('body_qdd') (newton < 1.7) or the solver's BODY_QDD observable, "
-    "and use a solver that fills them"
-)
+
+
+def _qdd_hint() -> str:
+    version = str(getattr(newton, "__version__", ""))
+    parts = version.split(".")
+    modern = len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() and (int(parts[0]), int(parts[1])) >= (1, 7)
+    how = (
+        "newton >= 1.7 computes them as a solver observable: allocate obs = solver.observables({'body_qdd'}), step "
+        "with solver.step(..., observables=obs), and pass accelerations=obs (or a callable returning it) to the view"
+        if modern
+        else "newton < 1.7 keeps them in the state: call model.request_state_attributes('body_qdd') before creating "
+        "the states, and step with a solver that fills them (MuJoCo Warp)"
+    )
+    return f"the view has no body accelerations (no accelerations= given, and state.body_qdd is None): {how}"
 
 
 def _labels(model: Any, kind: str) -> list[str]:
@@ -47,72 +57,49 @@ def _labels(model: Any, kind: str) -> list[str]:
     return [str(label) for label in labels]
 
 
-def _current_model(model: Any) -> Any:
-    current = model if isinstance(model, newton.Model) or not callable(model) else model()
-    if not isinstance(current, newton.Model):
-        raise TypeError(f"model: expected a newton.Model (or a callable returning it), got {type(current).__name__}")
-    return current
-
-
 def _table(rows: Sequence[Sequence[int]], device: Any) -> wp.array:
     return wp.array(np.asarray(rows, dtype=np.int32).reshape(len(rows), -1), dtype=wp.int32, device=device)
 
 
 class _NewtonSource(PhysicsView):
-    """Model, state and control handling shared by the Newton views: each may be the object or a callable returning
-    the current one (Isaac Lab's ``NewtonManager`` getters). A model callable that returns another model than the one
-    the view was made from (re-finalised) makes the view stale."""
+    """The engine handles shared by the Newton views (:class:`~frameview.newton.engine.NewtonEngine`): the model,
+    state and control, each the object or a callable returning the current one (Isaac Lab's ``NewtonManager``
+    getters), the kinematics hook every read runs first, and when the view is stale."""
 
-    def _bind(self, model: Any, state: Any, control: Any) -> None:
-        self._model_source = None if isinstance(model, newton.Model) else model
-        current = _current_model(model)
-        if not (isinstance(state, newton.State) or callable(state)):
-            raise TypeError(f"state: expected a newton.State or a callable returning it, got {type(state).__name__}")
-        if control is not None and not (isinstance(control, newton.Control) or callable(control)):
-            raise TypeError(
-                f"control: expected a newton.Control, a callable returning it, or None, got {type(control).__name__}"
-            )
-        self._model, self._state_source, self._control_source = current, state, control
-        self._body_count = int(current.body_count)
+    _engine: NewtonEngine
 
     @property
     def backend(self) -> str:
         return "newton"
 
+    @property
+    def model(self) -> Any:
+        """The ``newton.Model`` the view was built from."""
+        return self._engine.model
+
     def _check_current(self) -> None:
-        if self._model_source is not None and self._model_source() is not self._model:
-            raise StaleViewError(
-                f"{self!r}: the Newton model was rebuilt (the model callable returns another newton.Model than the one "
-                "the view was made from, e.g. after finalize() again); create the view again"
-            )
+        self._engine.check_current()
+
+    def _before_read(self) -> None:
+        self._engine.fresh()
 
     def _state(self) -> Any:
-        state = self._state_source() if callable(self._state_source) else self._state_source
-        body_q = state.body_q
-        if body_q is None or body_q.shape[0] != self._body_count:
-            got = "none" if body_q is None else str(body_q.shape[0])
-            raise StaleViewError(
-                f"{self!r}: the Newton state has {got} bodies, the model the view was made from {self._body_count}: "
-                "the state belongs to another (rebuilt) model; create the view again"
-            )
-        return state
+        return self._engine.state()
 
-    def _joint_f(self) -> wp.array:
-        control = self._control_source() if callable(self._control_source) else self._control_source
-        joint_f = None if control is None else control.joint_f
-        if joint_f is None:
-            raise NotImplementedError(
-                f"{self!r}: DOF efforts are Newton's control.joint_f; create the view with control=<the newton.Control "
-                "the simulation steps with> (or a callable returning it)"
-            )
-        return joint_f
+    def _joint_f(self) -> wp.array | None:
+        control = self._engine.control()
+        return None if control is None else control.joint_f
 
     def _release(self) -> None:
-        self._model = self._state_source = self._control_source = self._model_source = None
-
+        self._engine.release()
 
 class NewtonRigidBodyView(_NewtonSource, RigidBodyView):
     """Rigid bodies of a Newton model (free bodies and articulation links alike), by prim path or pattern.
+
+    Example:
+        >>> cubes = fv.NewtonRigidBodyView("/World/envs/env_.*/Cube", model=model,  # doctest: +SKIP
+        ...                                state=lambda: sim.state)
+        >>> pos, quat = cubes.get_world_poses()  # (N,) vec3f metres, (N,) quatf xyzw, w >= 0
 
     Args:
         prim_path: Body labels: a path, a pattern (``/World/envs/env_.*/Cube``) or a list of them.
@@ -120,10 +107,16 @@ class NewtonRigidBodyView(_NewtonSource, RigidBodyView):
             :class:`~frameview.physics.StaleViewError` once it returns another model).
         state: The ``newton.State`` to read, or a callable returning the current one (solvers swap states).
         control: Unused by rigid bodies (accepted so that one set of engine arguments builds every view).
+        forward: A callable run before each read (forward kinematics after a reset wrote joint coordinates);
+            ``None``: Isaac Lab's ``NewtonManager.forward`` when the handles are Isaac Lab's
+            (:mod:`frameview.newton.engine`), else nothing.
+        accelerations: Where :meth:`get_accelerations` reads body accelerations: the solver's observables
+            (``solver.observables({"body_qdd"})``, newton >= 1.7: an object with ``body_qdd``), a ``(body_count,)``
+            ``wp.spatial_vectorf`` array, or a callable returning either; ``None``: ``state.body_qdd`` (newton < 1.7,
+            after ``model.request_state_attributes("body_qdd")``).
         device: Must be the model's device, or None.
 
     Velocities are ``state.body_qd``: linear velocity of the centre of mass and angular velocity, world frame.
-    Accelerations are ``state.body_qdd`` where the simulation fills it.
     """
 
     def __init__(
@@ -133,14 +126,39 @@ class NewtonRigidBodyView(_NewtonSource, RigidBodyView):
         model: Any,
         state: Any,
         control: Any = None,
+        forward: Any = None,
+        accelerations: Any = None,
         device: str | None = None,
     ) -> None:
-        current = _current_model(model)
+        engine = NewtonEngine(f"NewtonRigidBodyView({prim_path!r})", model, state, control, forward)
+        current = engine.model
         labels = _labels(current, "body")
         bodies = match_labels(prim_path, labels, "Newton bodies (model.body_label)")
         super().__init__(prim_path, [labels[b] for b in bodies], device=_device(current, device))
-        self._bind(model, state, control)
+        self._engine = engine
+        engine.name(repr(self))
         self._table = _table([[b] for b in bodies], self._device)
+        self._accelerations = accelerations
+
+    def _body_qdd(self) -> wp.array:
+        source = self._accelerations
+        value = source() if callable(source) and not isinstance(source, wp.array) else source
+        if value is None:
+            value = getattr(self._state(), "body_qdd", None)
+        elif not isinstance(value, wp.array):
+            value = getattr(value, "body_qdd", value)  # newton's solver observables hold it as body_qdd
+        if value is None:
+            raise NotImplementedError(f"{self!r}: {_qdd_hint()}")
+        if not isinstance(value, wp.array) or value.dtype != wp.spatial_vectorf or value.shape != (
+            self._engine.body_count,
+        ):
+            got = (f"a {value.dtype.__name__} array of shape {value.shape}" if isinstance(value, wp.array)
+                   else f"a {type(value).__name__}")  # fmt: skip
+            raise TypeError(
+                f"accelerations: expected a ({self._engine.body_count},) wp.spatial_vectorf array (the solver "
+                f"observables' body_qdd), got {got}"
+            )
+        return value
 
     def _source(self, what: str) -> tuple[Any, wp.array, list[Any]]:
         if what == "poses":
@@ -148,14 +166,15 @@ class NewtonRigidBodyView(_NewtonSource, RigidBodyView):
         if what == "velocities":
             return gather_twists, self._table, [self._state().body_qd]
         if what == "accelerations":
-            qdd = getattr(self._state(), "body_qdd", None)
-            if qdd is None:
-                raise NotImplementedError(f"{self!r}: {_QDD_HINT}")
-            return gather_twists, self._table, [qdd]
-        model = self._model
+            return gather_twists, self._table, [self._body_qdd()]
+        model = self._engine.model
         array = {"masses": model.body_mass, "inv_masses": model.body_inv_mass, "inertias": model.body_inertia,
                  "coms": model.body_com}[what]  # fmt: skip
         return gather_values, self._table, [array]
+
+    def _release(self) -> None:
+        super()._release()
+        self._accelerations = None
 
 
 def _device(model: Any, device: str | None) -> Any:
@@ -171,12 +190,22 @@ def _device(model: Any, device: str | None) -> Any:
 class NewtonArticulationView(_NewtonSource, ArticulationView):
     """Articulations of a Newton model (N envs' copies of one robot), by root prim path or pattern.
 
+    Example:
+        >>> robots = fv.NewtonArticulationView("/World/envs/env_.*/Robot", model=model,  # doctest: +SKIP
+        ...                                    state=lambda: sim.state, control=sim.control)
+        >>> q = robots.get_dof_positions()  # (N, dof_count) float32, radians / metres, in robots.dof_names order
+        >>> state = robots.joint_state_reader().read(indices=env_ids)  # positions, velocities, efforts at once
+
     Args:
         prim_path: Articulation labels (``model.articulation_label``): a path, a pattern
             (``/World/envs/env_.*/Robot``) or a list of them.
         model: The ``newton.Model``, or a callable returning the current one.
         state: The ``newton.State`` to read, or a callable returning the current one.
-        control: The ``newton.Control`` whose ``joint_f`` the efforts report (or a callable); None: efforts raise.
+        control: The ``newton.Control`` whose ``joint_f`` the efforts report (or a callable); ``None``:
+            :meth:`get_dof_efforts` raises and a joint-state reading has ``efforts=None``.
+        forward: A callable run before each read (forward kinematics after a reset wrote joint coordinates);
+            ``None``: Isaac Lab's ``NewtonManager.forward`` when the handles are Isaac Lab's
+            (:mod:`frameview.newton.engine`), else nothing.
         device: Must be the model's device, or None.
 
     DOFs are the joints' ``joint_qd`` entries in the model's joint order (the articulation order), without the
@@ -193,9 +222,11 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
         model: Any,
         state: Any,
         control: Any = None,
+        forward: Any = None,
         device: str | None = None,
     ) -> None:
-        current = _current_model(model)
+        engine = NewtonEngine(f"NewtonArticulationView({prim_path!r})", model, state, control, forward)
+        current = engine.model
         art_labels = _labels(current, "articulation")
         rows = match_labels(prim_path, art_labels, "Newton articulations (model.articulation_label)")
         topo = _Topology(current)
@@ -208,7 +239,8 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
                     f"({layout.describe()} vs {first.describe()}); a view holds copies of one articulation"
                 )
         super().__init__(prim_path, [art_labels[a] for a in rows], device=_device(current, device))
-        self._bind(model, state, control)
+        self._engine = engine
+        engine.name(repr(self))
         self._dof_names, self._dof_types = first.dof_names, first.dof_types
         self._link_names, self._fixed_base = first.link_names, first.fixed_base
         self._root = _table([[lay.links[0]] for lay in layouts], self._device)
@@ -216,6 +248,20 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
         self._q = _table([lay.q for lay in layouts], self._device)
         self._qd = _table([lay.qd for lay in layouts], self._device)
         self._dof_sign = wp.ones(max(len(first.qd), 1), dtype=wp.float32, device=self._device)
+        self._no_f32 = wp.empty(0, dtype=wp.float32, device=self._device)
+
+    @property
+    def has_efforts(self) -> bool:
+        return not self._closed and self._joint_f() is not None
+
+    def _efforts(self) -> wp.array:
+        joint_f = self._joint_f()
+        if joint_f is None:
+            raise NotImplementedError(
+                f"{self!r}: DOF efforts are Newton's control.joint_f; create the view with control=<the newton.Control "
+                "the simulation steps with> (or a callable returning it, e.g. Isaac Lab's NewtonManager.get_control)"
+            )
+        return joint_f
 
     def _source(self, what: str) -> tuple[Any, wp.array, list[Any]]:
         if what == "root_poses":
@@ -231,13 +277,14 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
         if what == "dof_velocities":
             return gather_values, self._qd, [self._state().joint_qd]
         if what == "dof_efforts":
-            return gather_values, self._qd, [self._joint_f()]
+            return gather_values, self._qd, [self._efforts()]
         if what == "joint_state":
-            state = self._state()
+            state, joint_f = self._state(), self._joint_f()
+            efforts = (self._no_f32, 0) if joint_f is None else (joint_f, 1)
             return (
                 gather_joint_state,
                 self._q,
-                [self._qd, state.joint_q, state.joint_qd, self._joint_f(), self._dof_sign],
+                [self._qd, state.joint_q, state.joint_qd, efforts[0], self._dof_sign, efforts[1]],
             )
         raise NotImplementedError(f"{self!r}: {what}")
 

@@ -30,6 +30,7 @@ from .._core.launch_caches import LaunchCache
 from .._core.rows import INDEXED, MASK, Rows
 from ..base import BaseFrameView
 from ..kernels.requests import WriteRequests
+from .engine import NewtonEngine
 from .frames import FrameStore, frame_store
 from .kernels import NO_OFFSET, commit_writes, read_poses, read_scales, solve_writes, stage_rows
 from .mirror import MirrorRows
@@ -37,10 +38,6 @@ from .mirror import MirrorRows
 __all__ = ["NewtonFrameView"]
 
 logger = logging.getLogger(__name__)
-
-
-def _is_state(value: Any) -> bool:
-    return isinstance(value, newton.State)
 
 
 class NewtonFrameView(BaseFrameView):
@@ -93,10 +90,14 @@ class NewtonFrameView(BaseFrameView):
         prim_path: A path, a path with a regular expression per component (``/World/envs/env_.*/Camera``), or a
             list of paths (:func:`frameview.resolve_prim_paths`).
         stage: The pxr stage the model was built from.
-        model: The ``newton.Model`` (bodies are matched by ``model.body_label``).
+        model: The ``newton.Model`` (bodies are matched by ``model.body_label``), or a callable returning it (a
+            view made from a callable raises :class:`~frameview.physics.StaleViewError` once it returns another).
         state: The ``newton.State`` to read body poses from, or a callable taking no arguments that returns the
             current one (solvers swap states every step: the view never keeps a ``body_q`` array).
         device: Warp device of the returned arrays: the model's device (``None``, the default, picks it).
+        forward: A callable run before each world read (forward kinematics after a reset wrote joint
+            coordinates); ``None``: Isaac Lab's ``NewtonManager.forward`` when the handles are Isaac Lab's, else
+            nothing (:mod:`frameview.newton.engine`).
     """
 
     _device_rows = True
@@ -106,18 +107,15 @@ class NewtonFrameView(BaseFrameView):
         prim_path: str | Sequence[str],
         *,
         stage: Usd.Stage,
-        model: newton.Model,
+        model: newton.Model | Callable[[], newton.Model],
         state: newton.State | Callable[[], newton.State],
         device: str | None = None,
+        forward: Callable[[], Any] | None = None,
     ) -> None:
         if not isinstance(stage, Usd.Stage):
             raise TypeError(f"stage: expected a pxr Usd.Stage, got {type(stage).__name__}")
-        if not isinstance(model, newton.Model):
-            raise TypeError(f"model: expected a newton.Model (ModelBuilder.finalize()), got {type(model).__name__}")
-        if not (_is_state(state) or callable(state)):
-            raise TypeError(
-                f"state: expected a newton.State or a callable returning the current one, got {type(state).__name__}"
-            )
+        engine = NewtonEngine(f"NewtonFrameView({prim_path!r})", model, state, None, forward)
+        model = engine.model
         model_device = str(wp.get_device(model.device))
         if device is None:
             device = model_device
@@ -133,9 +131,9 @@ class NewtonFrameView(BaseFrameView):
             nodes = store.add(paths)
         super().__init__(prim_path, paths, device=device)
         self._store: FrameStore = store
+        self._engine = engine
+        engine.name(repr(self))
         self._model = model
-        self._state = state
-        self._state_is_fixed = _is_state(state)  # else a callable, asked at every call
         self._bodies = store.body_of(nodes)
         self._needs_bodies = bool((self._bodies >= 0).any())
         dev = self._device
@@ -198,19 +196,20 @@ class NewtonFrameView(BaseFrameView):
     # ---------------------------------------------------------------- plumbing
 
     def _current_state(self) -> newton.State:
-        if self._state_is_fixed:
-            return self._state
-        state = self._state()
-        if not _is_state(state):
-            raise TypeError(
-                f"state: the callable returned a {type(state).__name__}, expected a newton.State (the current one)"
-            )
-        return state
+        return self._engine.state()
+
+    @property
+    def forward_hook(self) -> bool:
+        """Whether reads run a kinematics hook first (``forward=``, or Isaac Lab's ``NewtonManager.forward``
+        recognised behind the handles; :mod:`frameview.newton.engine`)."""
+        return self._engine.has_forward
 
     def _body_q(self) -> wp.array:
         """The current state's ``body_q``, checked (dtype, length, device); an empty array when no frame needs it."""
         if not self._needs_bodies:
             return self._no_bodies
+        self._engine.check_current()
+        self._engine.fresh()  # pending forward kinematics of reset envs (Isaac Lab's NewtonManager.forward)
         body_q = self._current_state().body_q
         if body_q is self._checked_body_q:  # the same array as last call (its dtype, shape, device cannot change)
             return body_q
@@ -369,4 +368,4 @@ class NewtonFrameView(BaseFrameView):
         self._checked_body_q = None
         self._offset_key.clear()
         self._mirror.clear()
-        self._state = None
+        self._engine.release()

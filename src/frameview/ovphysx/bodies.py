@@ -249,7 +249,8 @@ class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
     def _source(self, what: str) -> tuple[Any, wp.array, list[Any]]:
         if what == "joint_state":
             q, qd, f = (self._columns[n] for n in ("dof_positions", "dof_velocities", "dof_efforts"))
-            arrays = [q.table, self._fill(q), self._fill(qd), self._fill(f), self._sign]  # one layout: one table twice
+            # one layout: one table twice; ovphysx always gives efforts
+            arrays = [q.table, self._fill(q), self._fill(qd), self._fill(f), self._sign, 1]
             return gather_joint_state, q.table, arrays
         column = self._columns.get(what)
         if column is None:

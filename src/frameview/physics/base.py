@@ -50,13 +50,14 @@ class JointState(NamedTuple):
         positions: (M, dof_count) float32, radians (rotation DOFs) or metres (translation DOFs).
         velocities: (M, dof_count) float32, rad/s or m/s.
         efforts: (M, dof_count) float32, N·m or N: the effort the engine reports (see
-            :attr:`ArticulationView.effort_source`).
+            :attr:`ArticulationView.effort_source`); ``None`` where the engine gives none (a Newton view made
+            without ``control=``: positions and velocities are read all the same).
     """
 
     names: tuple[str, ...]
     positions: wp.array
     velocities: wp.array
-    efforts: wp.array
+    efforts: wp.array | None
 
 
 _Outputs = tuple[tuple[wp.array, ...], tuple[wp.array, ...]]
@@ -161,6 +162,9 @@ class PhysicsView(abc.ABC):
     def _check_current(self) -> None:  # noqa: B027 - optional hook
         """Raise :class:`StaleViewError` when the engine's model or scene was rebuilt since the view was made."""
 
+    def _before_read(self) -> None:  # noqa: B027 - optional hook
+        """Run before each getter, once the view is usable (Newton: pending forward kinematics of reset envs)."""
+
     def _release(self) -> None:  # noqa: B027 - optional hook
         """Drop the backend's references to the engine (``close``)."""
 
@@ -180,6 +184,7 @@ class PhysicsView(abc.ABC):
             self._errors.forget_capturing()
             try:
                 self._check_usable()
+                self._before_read()
                 rows = self._args.prepare(indices, mask, fold=True)  # device indices of any dtype: as they are
                 launch_outs, user_outs = self._buffers(what, rows.count, dtypes, columns)
                 if rows.count:
@@ -344,9 +349,15 @@ class ArticulationView(PhysicsView):
         """DOF efforts: (M, dof_count) float32, N·m / N (:attr:`effort_source` says which effort)."""
         return self._read("dof_efforts", indices, mask, (wp.float32,), self.dof_count)[0]
 
+    @property
+    def has_efforts(self) -> bool:
+        """Whether the engine gives DOF efforts to this view (a Newton view needs ``control=``): without them
+        :meth:`get_dof_efforts` raises and a :class:`JointState` holds ``efforts=None``."""
+        return True
+
     def _joint_state(self, indices: IndicesLike, mask: MaskLike) -> JointState:
         pos, vel, eff = self._read("joint_state", indices, mask, (wp.float32,) * 3, self.dof_count)
-        return JointState(self._dof_names, pos, vel, eff)
+        return JointState(self._dof_names, pos, vel, eff if self.has_efforts else None)
 
     def joint_state_reader(self) -> JointStateReader:
         """A :class:`JointStateReader` over this view's articulations."""
@@ -393,7 +404,9 @@ class JointStateReader:
         return self._view.prim_paths
 
     def read(self, indices: IndicesLike = None, mask: MaskLike = None) -> JointState:
-        """Read positions, velocities and efforts of every DOF (radians / metres; see :class:`JointState`).
+        """Read positions, velocities and efforts of every DOF (radians / metres; see :class:`JointState`). Without
+        efforts from the engine (a Newton view made without ``control=``), ``efforts`` is ``None`` and positions and
+        velocities are read all the same.
 
         Args:
             indices: Rows to read (any integer dtype), or None for all.

@@ -148,14 +148,16 @@ def gather_joint_state(
     joint_qd: wp.array(dtype=wp.float32),
     joint_f: wp.array(dtype=wp.float32),
     dof_sign: wp.array(dtype=wp.float32),
+    has_effort: int,
     status: wp.array(dtype=wp.int32),
     pos_out: wp.array2d(dtype=wp.float32),
     vel_out: wp.array2d(dtype=wp.float32),
     effort_out: wp.array2d(dtype=wp.float32),
 ):
-    """DOF positions, velocities and efforts of every articulation row in one launch, each times ``dof_sign[c]``:
-    -1 where the engine reports DOF column ``c`` against the view's parent-to-child convention (ovphysx, a joint
-    authored with ``body0`` the child; the effort conjugate to a negated coordinate is negated too), else 1."""
+    """DOF positions, velocities and (``has_effort``) efforts of every articulation row in one launch, each times
+    ``dof_sign[c]``: -1 where the engine reports DOF column ``c`` against the view's parent-to-child convention
+    (ovphysx, a joint authored with ``body0`` the child; the effort conjugate to a negated coordinate is negated
+    too), else 1."""
     k, c = wp.tid()
     row = _view_row(k, kind, indices, mask, count, status, c)
     if row < 0:
@@ -164,4 +166,5 @@ def gather_joint_state(
     d = qd_table[row, c]
     pos_out[k, c] = joint_q[q_table[row, c]] * s
     vel_out[k, c] = joint_qd[d] * s
-    effort_out[k, c] = joint_f[d] * s
+    if has_effort != 0:
+        effort_out[k, c] = joint_f[d] * s
