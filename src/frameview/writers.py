@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import warp as wp
 
+from ._core.argument_kernels import stash_write
 from ._core.launch import RecordedLaunch, block_dim_for
 from ._core.rows import ALL, INDEXED, MASK, Rows
-from .kernels.argument_checks import stash_write
 from .kernels.scopes import accumulate_write, select_rows
 
 if TYPE_CHECKING:

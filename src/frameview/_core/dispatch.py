@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import warp as wp
 
-from ..kernels.argument_checks import scatter_quat, scatter_vec3
+from .argument_kernels import scatter_quat, scatter_vec3
 from .rows import INDEXED, MASK, Rows
 
 if TYPE_CHECKING:
