@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,37 +32,17 @@ import warp as wp
 from ._core.argument_kernels import stash_write
 from ._core.launch import RecordedLaunch, block_dim_for
 from ._core.rows import ALL, INDEXED, MASK, Rows
+from ._core.write_stager import PendingWrite
 from .kernels.scopes import accumulate_write, select_rows
 
 if TYPE_CHECKING:
     from .base import BaseFrameView
 
-__all__ = ["PendingWrite", "XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter", "check_no_writer"]
+__all__ = ["XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter", "check_no_writer"]
 
 logger = logging.getLogger(__name__)
 
 _WriterT = TypeVar("_WriterT", bound="XformSpaceWriter")
-
-
-@dataclass
-class PendingWrite:
-    """One validated write: its rows and data on the view's device (``None``: keep that component)."""
-
-    rows: Rows
-    pos: wp.array | None
-    quat: wp.array | None
-    scale: wp.array | None
-    from_host: bool
-    """Rows and data were checked on the host: the write's device errors are raised by the write itself."""
-    key: tuple | None = None
-    """The rows as host data, to compare with a later write (``None``: device rows, not comparable for free)."""
-
-    def call(self, space: str) -> str:
-        """The name errors give this write (it selects the argument named in device-side value errors)."""
-        poses = self.pos is not None or self.quat is not None
-        if self.scale is None:
-            return f"set_{space}"
-        return f"set_{space}_poses_and_scales" if poses else f"set_{space}_scales"
 
 
 def _same_rows(a: tuple | None, b: tuple | None) -> bool:
