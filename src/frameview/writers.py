@@ -24,7 +24,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import warp as wp
@@ -36,7 +36,9 @@ from ._core.write_stager import PendingWrite
 from .kernels.scopes import accumulate_write, select_rows
 
 if TYPE_CHECKING:
-    from .base import BaseFrameView
+    from ._core.arguments import Arguments
+    from ._core.device_errors import DeviceErrors
+    from ._core.write_stager import WriteStager
 
 __all__ = ["XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter", "check_no_writer"]
 
@@ -45,13 +47,40 @@ logger = logging.getLogger(__name__)
 _WriterT = TypeVar("_WriterT", bound="XformSpaceWriter")
 
 
+class ScopedView(Protocol):
+    """What a writer scope uses of its view (a :class:`~frameview.BaseFrameView`, which imports this module): its
+    prims, lock and parts, and the getters and the held-write hook behind the view's public methods."""
+
+    _lock: Any
+    _active_writer: XformSpaceWriter | None
+    _args: Arguments
+    _stager: WriteStager
+    _errors: DeviceErrors
+    _device: Any
+    _device_rows: bool
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def prim_paths(self) -> tuple[str, ...]: ...
+
+    def _check_open(self) -> None: ...
+
+    def _get_poses(self, space: str, indices: Any, mask: Any) -> tuple[wp.array, wp.array]: ...
+
+    def _get_scales(self, space: str, indices: Any, mask: Any) -> wp.array: ...
+
+    def _apply_write(self, space: str, write: PendingWrite) -> None: ...
+
+
 def _same_rows(a: tuple | None, b: tuple | None) -> bool:
     if a is None or b is None or a[0] != b[0]:
         return False
     return a[0] == ALL or (a[1].shape == b[1].shape and bool(np.array_equal(a[1], b[1])))
 
 
-def check_no_writer(view: BaseFrameView) -> None:
+def check_no_writer(view: ScopedView) -> None:
     """Raise while ``view`` has an open writer scope, unless the call is the writer's own (the view's getters and
     setters call this)."""
     writer = view._active_writer
@@ -99,7 +128,7 @@ class XformSpaceWriter:
 
     _space = "world"
 
-    def __init__(self, view: BaseFrameView) -> None:
+    def __init__(self, view: ScopedView) -> None:
         self._view = view
         self._state = "new"  # "new" -> "open" -> "closed"
         self._calling = False
@@ -340,7 +369,7 @@ class _NestedFlush:
     writes after it are not gathered nor written (as for any rejected device call).
     """
 
-    def __init__(self, view: BaseFrameView) -> None:
+    def __init__(self, view: ScopedView) -> None:
         self._view = view
         device = view._device
         n = view.count
@@ -359,7 +388,7 @@ class _NestedFlush:
         self._no_vec3, self._no_quat = stash.no_vec3, stash.no_quat
 
     @classmethod
-    def of(cls, view: BaseFrameView) -> _NestedFlush:
+    def of(cls, view: ScopedView) -> _NestedFlush:
         flush = view.__dict__.get("_scope_nested_flush")
         if flush is None:
             view._args.check_outside_capture("a writer scope's buffers")
@@ -495,7 +524,7 @@ def _nesting_levels(paths: tuple[str, ...]) -> np.ndarray:
 class _Stash:
     """A view's recorded launch of :func:`stash_write` and the empty arrays that stand for absent arguments."""
 
-    def __init__(self, view: BaseFrameView) -> None:
+    def __init__(self, view: ScopedView) -> None:
         device = view._device
         self.device = device
         self.no_index = wp.empty(0, dtype=wp.int32, device=device)
@@ -506,7 +535,7 @@ class _Stash:
         self._capturing = view._errors.is_capturing
 
     @classmethod
-    def of(cls, view: BaseFrameView) -> _Stash:
+    def of(cls, view: ScopedView) -> _Stash:
         stash = view.__dict__.get("_scope_stash")
         if stash is None:
             view._args.check_outside_capture("a writer scope's buffers")
