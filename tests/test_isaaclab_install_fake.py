@@ -19,8 +19,8 @@ import warp as wp
 from pxr import Gf, Usd, UsdGeom
 
 import frameview as fv
-import frameview._core.isaaclab_adapter as fv_isaaclab_adapter
 import frameview.isaaclab as fv_isaaclab
+import frameview.isaaclab.adapter as fv_isaaclab_adapter
 
 CHILD_OFFSET = (0.1, 0.0, 0.05)
 

@@ -18,9 +18,9 @@ from ._core.arguments import Arguments, ArrayLike, IndicesLike, MaskLike
 from ._core.device_errors import DeviceErrors, status_error
 from ._core.dispatch import POSE_BUFFERS, read_rows, synchronized, write_components
 from ._core.rows import Rows
-from ._core.write_stager import WriteStager
+from ._core.write_stager import PendingWrite, WriteStager
 from .visibility import author_visibility, gather_visibility
-from .writers import PendingWrite, XformLocalSpaceWriter, XformSpaceWriter, XformWorldSpaceWriter, check_no_writer
+from .writers import XformLocalSpaceWriter, XformSpaceWriter, XformWorldSpaceWriter, check_no_writer
 
 _ViewT = TypeVar("_ViewT", bound="BaseFrameView")
 

@@ -23,47 +23,55 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import warp as wp
 
+from ._core.argument_kernels import stash_write
 from ._core.launch import RecordedLaunch, block_dim_for
 from ._core.rows import ALL, INDEXED, MASK, Rows
-from .kernels.argument_checks import stash_write
+from ._core.write_stager import PendingWrite
 from .kernels.scopes import accumulate_write, select_rows
 
 if TYPE_CHECKING:
-    from .base import BaseFrameView
+    from ._core.arguments import Arguments
+    from ._core.device_errors import DeviceErrors
+    from ._core.write_stager import WriteStager
 
-__all__ = ["PendingWrite", "XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter", "check_no_writer"]
+__all__ = ["XformLocalSpaceWriter", "XformSpaceWriter", "XformWorldSpaceWriter", "check_no_writer"]
 
 logger = logging.getLogger(__name__)
 
 _WriterT = TypeVar("_WriterT", bound="XformSpaceWriter")
 
 
-@dataclass
-class PendingWrite:
-    """One validated write: its rows and data on the view's device (``None``: keep that component)."""
+class ScopedView(Protocol):
+    """What a writer scope uses of its view (a :class:`~frameview.BaseFrameView`, which imports this module): its
+    prims, lock and parts, and the getters and the held-write hook behind the view's public methods."""
 
-    rows: Rows
-    pos: wp.array | None
-    quat: wp.array | None
-    scale: wp.array | None
-    from_host: bool
-    """Rows and data were checked on the host: the write's device errors are raised by the write itself."""
-    key: tuple | None = None
-    """The rows as host data, to compare with a later write (``None``: device rows, not comparable for free)."""
+    _lock: Any
+    _active_writer: XformSpaceWriter | None
+    _args: Arguments
+    _stager: WriteStager
+    _errors: DeviceErrors
+    _device: Any
+    _device_rows: bool
 
-    def call(self, space: str) -> str:
-        """The name errors give this write (it selects the argument named in device-side value errors)."""
-        poses = self.pos is not None or self.quat is not None
-        if self.scale is None:
-            return f"set_{space}"
-        return f"set_{space}_poses_and_scales" if poses else f"set_{space}_scales"
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def prim_paths(self) -> tuple[str, ...]: ...
+
+    def _check_open(self) -> None: ...
+
+    def _get_poses(self, space: str, indices: Any, mask: Any) -> tuple[wp.array, wp.array]: ...
+
+    def _get_scales(self, space: str, indices: Any, mask: Any) -> wp.array: ...
+
+    def _apply_write(self, space: str, write: PendingWrite) -> None: ...
 
 
 def _same_rows(a: tuple | None, b: tuple | None) -> bool:
@@ -72,7 +80,7 @@ def _same_rows(a: tuple | None, b: tuple | None) -> bool:
     return a[0] == ALL or (a[1].shape == b[1].shape and bool(np.array_equal(a[1], b[1])))
 
 
-def check_no_writer(view: BaseFrameView) -> None:
+def check_no_writer(view: ScopedView) -> None:
     """Raise while ``view`` has an open writer scope, unless the call is the writer's own (the view's getters and
     setters call this)."""
     writer = view._active_writer
@@ -120,7 +128,7 @@ class XformSpaceWriter:
 
     _space = "world"
 
-    def __init__(self, view: BaseFrameView) -> None:
+    def __init__(self, view: ScopedView) -> None:
         self._view = view
         self._state = "new"  # "new" -> "open" -> "closed"
         self._calling = False
@@ -361,7 +369,7 @@ class _NestedFlush:
     writes after it are not gathered nor written (as for any rejected device call).
     """
 
-    def __init__(self, view: BaseFrameView) -> None:
+    def __init__(self, view: ScopedView) -> None:
         self._view = view
         device = view._device
         n = view.count
@@ -380,7 +388,7 @@ class _NestedFlush:
         self._no_vec3, self._no_quat = stash.no_vec3, stash.no_quat
 
     @classmethod
-    def of(cls, view: BaseFrameView) -> _NestedFlush:
+    def of(cls, view: ScopedView) -> _NestedFlush:
         flush = view.__dict__.get("_scope_nested_flush")
         if flush is None:
             view._args.check_outside_capture("a writer scope's buffers")
@@ -516,7 +524,7 @@ def _nesting_levels(paths: tuple[str, ...]) -> np.ndarray:
 class _Stash:
     """A view's recorded launch of :func:`stash_write` and the empty arrays that stand for absent arguments."""
 
-    def __init__(self, view: BaseFrameView) -> None:
+    def __init__(self, view: ScopedView) -> None:
         device = view._device
         self.device = device
         self.no_index = wp.empty(0, dtype=wp.int32, device=device)
@@ -527,7 +535,7 @@ class _Stash:
         self._capturing = view._errors.is_capturing
 
     @classmethod
-    def of(cls, view: BaseFrameView) -> _Stash:
+    def of(cls, view: ScopedView) -> _Stash:
         stash = view.__dict__.get("_scope_stash")
         if stash is None:
             view._args.check_outside_capture("a writer scope's buffers")

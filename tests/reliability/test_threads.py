@@ -175,7 +175,7 @@ def test_waits_on_other_threads_take_turns_with_a_views_own_capture(monkeypatch:
     meanwhile must wait for the capture to end, not raise."""
     import warp as wp
 
-    import frameview._core.launch_caches as launching
+    import frameview.fabric.launches as launching
 
     if wp.get_cuda_device_count() == 0:
         pytest.skip("no CUDA device")

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from ..kernels.argument_checks import INDEX_DTYPES, check_values, narrow_kernel
+from .argument_kernels import INDEX_DTYPES, check_values, narrow_kernel
 from .device_errors import CODE_ZERO_QUATERNION, DeviceErrors, outside_capture, split_status
 from .host import to_numpy
 from .host_staging import HostStaging, call_bytes

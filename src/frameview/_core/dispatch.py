@@ -4,25 +4,25 @@
 backend, :func:`read_mask_by_index`), a write of any of the three components (:func:`write_components`).
 
 Internal: plain functions over a view and its parts, so the view's method resolution order stays the view,
-``BaseFrameView``, ``ABC``, ``object``.
+``BaseFrameView``, ``ABC``, ``object``. They take the view as a :class:`HookedView`: what they use of it, named
+here, so that ``_core`` never imports the contract class that composes it.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import warp as wp
 
-from ..kernels.argument_checks import scatter_quat, scatter_vec3
+from .argument_kernels import scatter_quat, scatter_vec3
 from .rows import INDEXED, MASK, Rows
 
 if TYPE_CHECKING:
-    from ..base import BaseFrameView
     from .arguments import Arguments
 
-__all__ = ["POSE_BUFFERS", "read_mask_by_index", "read_rows", "synchronized", "write_components"]
+__all__ = ["POSE_BUFFERS", "HookedView", "read_mask_by_index", "read_rows", "synchronized", "write_components"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -30,11 +30,29 @@ POSE_BUFFERS = {space: (f"{space}_pos", f"{space}_quat", f"{space}_pose") for sp
 """Output buffer names of the pose getters by space: positions, orientations, and the masked scratch's stem."""
 
 
+class HookedView(Protocol):
+    """What these functions use of a view (a :class:`~frameview.BaseFrameView`): its lock, its row resolver, how it
+    settles a call's device rows, and the backend's write hooks (a combined ``_write``, when it has one, is looked
+    up by name)."""
+
+    _lock: Any
+    _device_rows: bool
+    _args: Arguments
+
+    def _settle_rows(self, rows: Rows, call: str, now: bool = False) -> None: ...
+
+    def _write_world_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None: ...
+
+    def _write_local_poses(self, rows: Rows, pos: wp.array | None, quat: wp.array | None) -> None: ...
+
+    def _write_local_scales(self, rows: Rows, scales: wp.array) -> None: ...
+
+
 def synchronized(method: _F) -> _F:
     """Run a public method under the view's lock: calls from several threads are serialised, never interleaved."""
 
     @functools.wraps(method)
-    def locked(self: BaseFrameView, *args: Any, **kwargs: Any) -> Any:
+    def locked(self: HookedView, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             errors = getattr(self, "_errors", None)  # None while the view is being built
             if errors is None:
@@ -48,7 +66,7 @@ def synchronized(method: _F) -> _F:
     return cast(_F, locked)
 
 
-def read_rows(view: BaseFrameView, read: Callable, rows: Rows, name: str, outputs: tuple[wp.array, ...]) -> None:
+def read_rows(view: HookedView, read: Callable, rows: Rows, name: str, outputs: tuple[wp.array, ...]) -> None:
     """Run the view's read hook ``read`` into ``outputs``. A host-bound backend (``_device_rows`` false) reads a
     mask's rows by index (:func:`read_mask_by_index`); only unchecked device indices can fail a read."""
     if rows.kind == MASK and not view._device_rows:
@@ -74,7 +92,7 @@ def read_mask_by_index(args: Arguments, read: Callable, rows: Rows, name: str, o
 
 
 def write_components(
-    view: BaseFrameView, rows: Rows, in_world: bool, pos: wp.array | None, quat: wp.array | None, scale: wp.array | None
+    view: HookedView, rows: Rows, in_world: bool, pos: wp.array | None, quat: wp.array | None, scale: wp.array | None
 ) -> None:
     """Write any of the three components in one space: the backend's combined ``_write(rows, *, in_world, pos,
     quat, scale)`` when it has one (every built-in backend: writer scopes combine, world scales work); else its

@@ -5,7 +5,7 @@ per CUDA device.
 :class:`RecordedLaunch` is the host side of a small launch at the GPU floor. :func:`capture_stream` is the one
 non-blocking stream per CUDA device on which the views capture their own graphs. A call's graph is replayed only for
 the key it was captured with: the key holds the :func:`address` of each array the caller passes. The views' caches of
-recorded launches and call graphs are in :mod:`.launch_caches`.
+recorded launches and call graphs are :mod:`.launch_caches` (Newton) and :mod:`frameview.fabric.launches`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Internal: :class:`WriteStager` (a view's ``_stager``): a write that the view does not make at once (a writer
-scope's, or ``set_world_scales``') validated when it is made and its rows described.
+scope's, or ``set_world_scales``') validated when it is made and its rows described, handed back as a
+:class:`PendingWrite`.
 
 The view's methods open the scopes and apply the writes (:class:`~frameview.BaseFrameView`); the scopes are in
 :mod:`frameview.writers`.
@@ -15,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
-from ..writers import PendingWrite
 from .host import to_numpy
 from .rows import ALL, MASK, Rows
 from .values import check_host_rows
@@ -23,7 +23,28 @@ from .values import check_host_rows
 if TYPE_CHECKING:
     from .arguments import Arguments
 
-__all__ = ["WriteStager"]
+__all__ = ["PendingWrite", "WriteStager"]
+
+
+@dataclasses.dataclass
+class PendingWrite:
+    """One validated write: its rows and data on the view's device (``None``: keep that component)."""
+
+    rows: Rows
+    pos: wp.array | None
+    quat: wp.array | None
+    scale: wp.array | None
+    from_host: bool
+    """Rows and data were checked on the host: the write's device errors are raised by the write itself."""
+    key: tuple | None = None
+    """The rows as host data, to compare with a later write (``None``: device rows, not comparable for free)."""
+
+    def call(self, space: str) -> str:
+        """The name errors give this write (it selects the argument named in device-side value errors)."""
+        poses = self.pos is not None or self.quat is not None
+        if self.scale is None:
+            return f"set_{space}"
+        return f"set_{space}_poses_and_scales" if poses else f"set_{space}_scales"
 
 
 def _host_copy(value: Any) -> np.ndarray | None:

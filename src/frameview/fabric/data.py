@@ -16,7 +16,7 @@ from .stage import LOCAL_MATRIX, WORLD_MATRIX, FabricSelection
 
 if TYPE_CHECKING:
     from .._core.device_errors import DeviceErrors
-    from .._core.launch_caches import FabricLaunches
+    from .launches import FabricLaunches
 
 __all__ = ["FabricData", "check_column", "plain_column"]
 

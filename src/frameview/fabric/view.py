@@ -7,7 +7,7 @@ access the view->slot table is rebuilt from live Fabric data by inverting the ta
 is no cache to invalidate, and a count mismatch raises instead of reading another prim.
 
 The view is one class that owns its parts, each built from explicit inputs: :class:`~.data.FabricData` (the
-selections, fabric arrays and slot tables, ``_data``), :class:`~frameview._core.launch_caches.FabricLaunches` (recorded
+selections, fabric arrays and slot tables, ``_data``), :class:`~frameview.fabric.launches.FabricLaunches` (recorded
 launches, CUDA graphs, ``_launches``), :class:`~.write_path.FabricWriter` (the write path, ``_writer``) and
 :class:`~frameview._core.rows.MaskCompaction` (CPU masks, ``_compact``); the reads are its own. Elsewhere:
 :mod:`.lifecycle` (its state, deferred tag removals), :mod:`.nodes` (the prims a write reads), :mod:`.read_kernels` and
@@ -27,13 +27,13 @@ import numpy as np
 import warp as wp
 
 from .._core.launch import OffsetKeys, address, narrow_key
-from .._core.launch_caches import PUBLISHES, FabricLaunches, narrow_steps
 from .._core.rows import ALL, MASK, MaskCompaction, Rows
 from ..base import BaseFrameView
 from ..kernels.slots import invert_tag_column
 from ..visibility import visibility_paths
 from .data import FabricData
 from .epoch import layout_changed, layout_epoch
+from .launches import PUBLISHES, FabricLaunches, narrow_steps
 from .lifecycle import DEFERRED_TAGS as _DEFERRED_TAGS
 from .lifecycle import Lifecycle as _Lifecycle
 from .nodes import node_graph as _node_graph

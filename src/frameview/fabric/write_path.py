@@ -13,10 +13,10 @@ import warp as wp
 from .._core.device_errors import DeviceErrors, outside_capture, status_error
 from .._core.host import to_numpy
 from .._core.launch import address, narrow_key
-from .._core.launch_caches import PUBLISHES, FabricLaunches, narrow_steps
 from .._core.rows import ALL, INDEXED, MASK, MASK_ROWS, MaskCompaction, Rows, head_of
 from ..kernels.requests import WriteRequests
 from .data import FabricData
+from .launches import PUBLISHES, FabricLaunches, narrow_steps
 from .nested_write_kernels import _commit_follow, _solve_writes, _stage_indices
 from .stage import LOCAL_MATRIX, WORLD_MATRIX
 from .write_kernels import STAGE_ALL, STAGE_INDICES, STAGE_MASK, _commit_flat, _solve_flat, _stage_write

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from .._core.config_checks import check_device, config_from_dict
 from .base import ArticulationView, JointStateReader, PhysicsView, RigidBodyView
 
 __all__ = [
@@ -57,8 +58,6 @@ class PhysicsViewCfg:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PhysicsViewCfg:
         """Build from a mapping; unknown keys raise ``ValueError`` listing the known ones."""
-        from ..config import config_from_dict
-
         return config_from_dict(cls, data)
 
     def to_dict(self) -> dict[str, Any]:
@@ -83,8 +82,6 @@ class PhysicsViewCfg:
                 f"PhysicsViewCfg.backend: unknown engine {self.backend!r}; expected one of {sorted(PHYSICS_BACKENDS)}"
             )
         if self.device is not None:
-            from ..config import check_device
-
             check_device(self.device, "PhysicsViewCfg.device")
 
 

@@ -17,7 +17,7 @@ be built directly from arrays (:meth:`MemoryFabricStage.from_arrays`) for benchm
 
 The model is split by job: :mod:`.storage` (buckets, swap-remove, raw-column kernels, selections),
 :mod:`.hierarchy` (parents, CSR children, descendants, world update), :mod:`.usd_sync` (population and change
-notices), :mod:`.visibility` (visibility opinions), :mod:`.model` (the :class:`MemoryFabricStage` facade),
+notices), :mod:`.opinions` (visibility opinions), :mod:`.model` (the :class:`MemoryFabricStage` facade),
 :mod:`.registry` (:func:`attach`) and :mod:`.follow` (the device descendant update of one view).
 """
 

@@ -5,15 +5,12 @@ of the same prims (host path, see :mod:`frameview.visibility`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ....visibility import NO_OPINION, VISIBLE, PxrVisibilityTree, compute_visibility, plan_visibility
 from .usd_sync import _NON_STRUCTURAL_FIELDS, _outermost, _UsdSync
-
-if TYPE_CHECKING:
-    from .model import MemoryFabricStage
 
 
 class _VisibilityOpinions(_UsdSync):
@@ -93,7 +90,7 @@ class _ModelVisibilityTree:
     """Visibility over a model built without USD (:meth:`MemoryFabricStage.from_arrays`): its prims and its own
     opinions (no opinion: visible)."""
 
-    def __init__(self, model: MemoryFabricStage) -> None:
+    def __init__(self, model: _VisibilityOpinions) -> None:
         self._model = model
 
     def opinions(self, paths: Sequence[str]) -> np.ndarray:

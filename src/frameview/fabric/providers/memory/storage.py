@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import warp as wp
@@ -18,9 +18,6 @@ import warp as wp
 from ...._core.host import to_numpy
 from ...epoch import LayoutEpoch
 from ...stage import LOCAL_MATRIX, WORLD_MATRIX
-
-if TYPE_CHECKING:
-    from .model import MemoryFabricStage
 
 __all__ = ["MemorySelection"]
 
@@ -109,13 +106,27 @@ class _Bucket:
         self.version += 1
 
 
+class SelectionSource(Protocol):
+    """What a selection reads of the model that makes it (a
+    :class:`~frameview.fabric.providers.memory.MemoryFabricStage`): this storage layer's buckets, device and layout
+    version, the USD sync of each access, and the prims' paths."""
+
+    device: str
+    buckets: list[_Bucket]
+    layout_version: int
+
+    def sync(self) -> None: ...
+
+    def paths_of(self, pids: np.ndarray) -> list[str]: ...
+
+
 class MemorySelection:
     """A selection of the embedded model: every bucket whose attributes include ``require``.
 
     Implements :class:`frameview.fabric.stage.FabricSelection`.
     """
 
-    def __init__(self, model: MemoryFabricStage, require: Sequence[str], write: bool) -> None:
+    def __init__(self, model: SelectionSource, require: Sequence[str], write: bool) -> None:
         self._model = model
         self.require = tuple(require)
         self._access = 2 if write else 1

@@ -13,16 +13,13 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import ovstage
 from ovstage import HierarchyRelation, OrdinalRange, PathDictionary, Scope
 
 from ....visibility import INVISIBLE, NO_OPINION, TOKENS, VISIBILITY_ATTR, VISIBLE
-
-if TYPE_CHECKING:
-    from .selection import OvstageSelection
 
 __all__ = ["LATEST", "STATUS_OK", "USD_PATH", "StageCore", "index_map"]
 
@@ -39,6 +36,13 @@ _PATH_LISTS = 8
 _EXISTS_TTL_S = 1.0
 
 
+class PinnedReads(Protocol):
+    """A holder of read groups pinned on the stage (an :class:`~.selection.OvstageSelection`): the core unpins them
+    before a write."""
+
+    def release_groups(self) -> None: ...
+
+
 class StageCore:
     """What every provider of one ``ovstage.Stage`` shares: the lock, the ordinal counter, the pinned selections.
 
@@ -50,7 +54,7 @@ class StageCore:
         self.pd = PathDictionary(stage)
         self.lock = threading.RLock()
         self.ordinal = 0
-        self.pinned: set[OvstageSelection] = set()
+        self.pinned: set[PinnedReads] = set()
         self._tokens: dict[str, int] = {}
         self.explicit_hierarchy = False  # True: compute_hierarchy after each write (no automatic world updates)
         self.auto_update_checked = False

@@ -10,7 +10,7 @@ read order. See :mod:`frameview.fabric.providers.ovstage` for how writes reach F
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import warp as wp
@@ -19,9 +19,6 @@ from ovstage import Filter, FilterOp, Predicate
 from ...._core.host import CAPTURE_LOCK, to_numpy
 from ...stage import COLUMN_TYPES, WORLD_MATRIX, column_type
 from .core import LATEST, StageCore, group_array, group_values, index_map
-
-if TYPE_CHECKING:
-    from .fabric_stage import OvstageFabricStage
 
 __all__ = ["OvstageSelection"]
 
@@ -40,6 +37,21 @@ for _kind_key, _name in _KIND_TYPES.items():
     _TYPE_KINDS.setdefault(_name, _kind_key)  # a type's first kind: ovstage 0.3's
 
 
+class SelectionSource(Protocol):
+    """What a selection reads of the provider that makes it (an
+    :class:`~frameview.fabric.providers.ovstage.OvstageFabricStage`): the stage's shared core, the device, and
+    whether CPU reads are zero-copy now."""
+
+    @property
+    def core(self) -> StageCore: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def zero_copy(self) -> bool: ...
+
+
 class OvstageSelection:
     """The prims of an ovstage stage that carry every attribute of ``require``, in Fabric slot order.
 
@@ -48,7 +60,7 @@ class OvstageSelection:
     interface is valid between the two.
     """
 
-    def __init__(self, provider: OvstageFabricStage, require: Sequence[str], write: bool) -> None:
+    def __init__(self, provider: SelectionSource, require: Sequence[str], write: bool) -> None:
         if not require:
             raise ValueError("require: expected at least one attribute name, got an empty sequence")
         self._provider = provider

@@ -21,7 +21,7 @@ What the adapter (:class:`IsaacLabFrameView`, a subclass of Isaac Lab's ``BaseFr
   ``(M, 4)`` float32 arrays for its USD and Fabric views, ``(M,)`` ``vec3f`` / ``vec4f`` for its Newton view;
 - quaternions (xyzw) are the numbers Isaac Lab's view gives, sign included: ``q`` and ``-q`` are one rotation, and
   each of Isaac Lab's views picks one its own way (pxr's ``ExtractRotationQuat``, ``wp.quat_from_matrix``, Newton's
-  product ``body_q * offset``), which the adapter follows (``_core/isaaclab_kernels.py``); frameview's own views
+  product ``body_q * offset``), which the adapter follows (:mod:`frameview.isaaclab.kernels`); frameview's own views
   return ``w >= 0``;
 - writes go through Isaac Lab's writer-scope classes (``FrameViewWorldSpaceWriter`` /
   ``FrameViewLocalSpaceWriter``) backed by frameview's scopes;
@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._core.isaaclab_adapter import INSTALL_HINT, LEGACY_SCALES, IsaacLabFrameView, import_isaaclab
+from .adapter import INSTALL_HINT, LEGACY_SCALES, IsaacLabFrameView, import_isaaclab
 
 __all__ = ["DEFAULT_BACKENDS", "IsaacLabFrameView", "install", "installed", "uninstall"]
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Internal: the kernels of the Isaac Lab adapter (:mod:`frameview.isaaclab`): quaternions signed as Isaac Lab's view
-of each backend signs them (:data:`SIGN_GF` ...), and the scales of the collision shapes on a frame's body (Isaac
-Lab's Newton ``get_scales`` / ``set_scales``). Quaternions are xyzw."""
+"""Internal: the kernels of the Isaac Lab adapter (:mod:`.adapter`): quaternions signed as Isaac Lab's view of each
+backend signs them (:data:`SIGN_GF` ...), and the scales of the collision shapes on a frame's body (Isaac Lab's
+Newton ``get_scales`` / ``set_scales``). Quaternions are xyzw."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Kernels of the argument checks every view shares: device values checked for non-finite values and zero
-quaternions, wider index dtypes narrowed to int32, and the scatter of host-bound backends' masked reads."""
+"""Internal: the kernels of the argument checks every view shares (:mod:`.arguments`, :mod:`.dispatch`, the writer
+scopes): device values checked for non-finite values and zero quaternions, wider index dtypes narrowed to int32, the
+scatter of host-bound backends' masked reads, and a writer scope's stash of a held write."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import warp as wp
 
-from .._core.device_errors import CODE_VALUE_NOT_FINITE, CODE_ZERO_QUATERNION, report
+from .device_errors import CODE_VALUE_NOT_FINITE, CODE_ZERO_QUATERNION, report
 
 __all__ = [
     "INDEX_DTYPES",

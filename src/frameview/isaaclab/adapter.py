@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Internal: the Isaac Lab adapter behind :mod:`frameview.isaaclab` (which installs it): :class:`IsaacLabFrameView`,
-a frameview view behind Isaac Lab's ``BaseFrameView`` interface, and its writer scopes. The module docstring of
-:mod:`frameview.isaaclab` says what it does; its kernels are in :mod:`.isaaclab_kernels`."""
+"""Internal: the Isaac Lab adapter that :mod:`frameview.isaaclab` installs (and re-exports): :class:`IsaacLabFrameView`,
+a frameview view behind Isaac Lab's ``BaseFrameView`` interface, and its writer scopes. The package docstring of
+:mod:`frameview.isaaclab` says what it does; its kernels are in :mod:`.kernels`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .isaaclab_kernels import (
+from .kernels import (
     NO_BODIES,
     NO_OFFSETS,
     NO_QUATS,
