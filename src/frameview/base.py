@@ -17,6 +17,7 @@ import warp as wp
 from ._core.arguments import Arguments, ArrayLike, IndicesLike, MaskLike
 from ._core.device_errors import DeviceErrors, status_error
 from ._core.dispatch import POSE_BUFFERS, read_rows, synchronized, write_components
+from ._core.quat_order import XYZW, check_quat_order, quat_order_part
 from ._core.rows import Rows
 from ._core.write_stager import PendingWrite, WriteStager
 from .visibility import author_visibility, gather_visibility
@@ -32,13 +33,20 @@ class BaseFrameView(abc.ABC):
     boundary, so that every backend accepts and rejects exactly the same inputs.
 
     Arrays returned by getters are ``wp.array`` on :attr:`device`: positions and scales ``wp.vec3f`` of shape (M,),
-    orientations ``wp.quatf`` of shape (M,), **xyzw**. ``.numpy()`` gives (M, 3) / (M, 4) and ``wp.to_torch`` a tensor
-    of the same shape without a copy. The view owns these buffers and reuses them: the next call of the same getter
-    from the same thread overwrites them (a ``wp.to_torch`` tensor of an output too), so clone what you keep.
+    orientations ``wp.quatf`` of shape (M,), **xyzw** (with ``quat_order="wxyz"``: ``wp.vec4f`` holding w, x, y, z).
+    ``.numpy()`` gives (M, 3) / (M, 4) and ``wp.to_torch`` a tensor of the same shape without a copy. The view owns
+    these buffers and reuses them: the next call of the same getter from the same thread overwrites them (a
+    ``wp.to_torch`` tensor of an output too), so clone what you keep.
 
     Rows: every getter and setter takes ``indices`` (M view indices; row ``k`` is prim ``indices[k]``) or ``mask``
     (a boolean (N,) array; data and outputs have N rows and only the masked rows are read or written), not both.
     Device inputs are checked on the device, without a host round trip; :meth:`check` says when their errors raise.
+
+    Quaternion order: xyzw by default, for inputs and outputs. Code written for wxyz (Isaac Lab 2.x, pxr ``Gf``
+    constructors) builds its views with ``quat_order="wxyz"`` (or ``FrameViewCfg.quat_order``): every orientation it
+    passes (setters, writer scopes) is read as (w, x, y, z), and every orientation returned (getters, writer scopes,
+    :class:`~frameview.CameraPoses`) is a ``wp.vec4f`` (M,) array holding (w, x, y, z). The reordering costs one small
+    launch per call that carries orientations; the default order costs nothing.
 
     Threads: a view is meant to be used from one thread, the one that steps the simulation. Calls from other threads
     are safe, not parallel: every public method runs under the view's lock (the Fabric stage's lock for Fabric views,
@@ -57,7 +65,22 @@ class BaseFrameView(abc.ABC):
     _active_writer: XformSpaceWriter | None = None
     """The open writer scope of this view, if any."""
 
-    def __init__(self, prim_path: str | Sequence[str], prim_paths: Sequence[str], *, device: str) -> None:
+    def __init__(
+        self, prim_path: str | Sequence[str], prim_paths: Sequence[str], *, device: str, quat_order: str = XYZW
+    ) -> None:
+        """Keep the view's prims and build its parts (backends call this once they resolved their prims).
+
+        Args:
+            prim_path: What the caller asked for (kept for ``repr``).
+            prim_paths: The prims of the view, in view order.
+            device: Warp device of the returned arrays.
+            quat_order: ``"xyzw"`` (the default) or ``"wxyz"``: the component order of every orientation the view
+                takes and returns.
+
+        Raises:
+            ValueError: ``quat_order`` is neither ``"xyzw"`` nor ``"wxyz"``.
+        """
+        check_quat_order(quat_order)  # before anything is built
         self._pattern = prim_path if isinstance(prim_path, str) else list(prim_path)
         self._prim_paths = tuple(str(p) for p in prim_paths)
         self._device = wp.get_device(device)
@@ -67,6 +90,8 @@ class BaseFrameView(abc.ABC):
         self._args = Arguments(self.count, self._device, self._errors, device_rows=self._device_rows,
                                folds_narrow=self._folds_narrow, owner=weakref.ref(self))  # fmt: skip
         self._stager = WriteStager(self._args, self._device, self._device_rows, self._prim_paths)
+        self._quat_order_part = quat_order_part(quat_order, self._device)
+        self._args.quat_order = self._quat_order_part
 
     # ---------------------------------------------------------------- properties
 
@@ -91,6 +116,12 @@ class BaseFrameView(abc.ABC):
         """Backend name, e.g. ``"usd"`` or ``"fabric:memory"``."""
 
     @property
+    def quat_order(self) -> str:
+        """``"xyzw"`` (the default) or ``"wxyz"``: the component order of the orientations the view takes and returns,
+        fixed at construction."""
+        return XYZW if self._quat_order_part is None else self._quat_order_part.order
+
+    @property
     def is_closed(self) -> bool:
         """True once :meth:`close` has been called."""
         return self._closed
@@ -100,7 +131,8 @@ class BaseFrameView(abc.ABC):
 
     def __repr__(self) -> str:
         state = ", closed" if self._closed else ""
-        return f"{type(self).__name__}({self._pattern!r}, count={self.count}, backend={self.backend!r}{state})"
+        order = "" if getattr(self, "_quat_order_part", None) is None else f", quat_order={self.quat_order!r}"
+        return f"{type(self).__name__}({self._pattern!r}, count={self.count}, backend={self.backend!r}{order}{state})"
 
     # ---------------------------------------------------------------- getters
 
@@ -114,7 +146,8 @@ class BaseFrameView(abc.ABC):
 
         Returns:
             Positions, (M,) ``wp.vec3f``, world frame, stage units; orientations, (M,) ``wp.quatf``, **xyzw**, world
-            frame. Buffers owned by the view, overwritten by the next call (clone what you keep).
+            frame (``quat_order="wxyz"``: (M,) ``wp.vec4f``, w, x, y, z). Buffers owned by the view, overwritten by the
+            next call (clone what you keep).
         """
         return self._get_poses("world", indices, mask)
 
@@ -127,8 +160,9 @@ class BaseFrameView(abc.ABC):
             mask: Boolean (N,) selection instead of ``indices`` (N-row outputs, masked rows filled).
 
         Returns:
-            Translations, (M,) ``wp.vec3f``, parent frame; orientations, (M,) ``wp.quatf``, **xyzw**, parent frame.
-            Buffers owned by the view, overwritten by the next call (clone what you keep).
+            Translations, (M,) ``wp.vec3f``, parent frame; orientations, (M,) ``wp.quatf``, **xyzw**, parent frame
+            (``quat_order="wxyz"``: (M,) ``wp.vec4f``, w, x, y, z). Buffers owned by the view, overwritten by the next
+            call (clone what you keep).
         """
         return self._get_poses("local", indices, mask)
 
@@ -164,14 +198,30 @@ class BaseFrameView(abc.ABC):
         self._check_open()
         return self._args.prepare(indices, mask, fold=True)
 
-    def _get_poses(self, space: str, indices: IndicesLike, mask: MaskLike) -> tuple[wp.array, wp.array]:
+    def _get_poses(
+        self, space: str, indices: IndicesLike, mask: MaskLike, xyzw: bool = False
+    ) -> tuple[wp.array, wp.array]:
+        """A pose read in the view's quaternion order (``xyzw``: in xyzw whatever the order, for internal callers)."""
         rows = self._prepare_read(indices, mask)
         pos_name, quat_name, stem = POSE_BUFFERS[space]
         pos, quat = self._args.pose_outputs(pos_name, quat_name, rows.count)
         read = self._read_world_poses if space == "world" else self._read_local_poses
         if rows.count:
             read_rows(self, read, rows, stem, (pos, quat))
+        if self._quat_order_part is not None and not xyzw:
+            return pos, self._quat_order_part.outputs(quat, rows.mask)
         return pos, quat
+
+    @synchronized
+    def _get_world_poses_xyzw(self, indices: IndicesLike = None, mask: MaskLike = None) -> tuple[wp.array, wp.array]:
+        """:meth:`get_world_poses` in xyzw whatever :attr:`quat_order` (:class:`~frameview.CameraPoses` converts
+        them, then orders its own outputs)."""
+        return self._get_poses("world", indices, mask, xyzw=True)
+
+    def _ordered(self, quat: wp.array, mask: wp.array | None = None) -> wp.array:
+        """xyzw orientations (a buffer of the view or of a helper such as CameraPoses) in the view's order: as they
+        are, or reordered in place to wxyz (``wp.vec4f``; only the rows of ``mask`` when given)."""
+        return quat if self._quat_order_part is None else self._quat_order_part.outputs(quat, mask)
 
     @synchronized
     def _get_world_poses_rotated(
@@ -188,7 +238,7 @@ class BaseFrameView(abc.ABC):
             rotated(rows, pos, quat, offset)
             if not rows.checked:
                 self._settle_rows(rows, "read")
-        return pos, quat
+        return pos, self._ordered(quat, rows.mask)
 
     def _get_scales(self, space: str, indices: IndicesLike, mask: MaskLike) -> wp.array:
         rows = self._prepare_read(indices, mask)
@@ -216,8 +266,8 @@ class BaseFrameView(abc.ABC):
 
         Args:
             positions: (M, 3) world positions, or ``None`` to keep them.
-            orientations: (M, 4) **xyzw** world orientations (normalised here; a zero quaternion is rejected), or
-                ``None`` to keep them.
+            orientations: (M, 4) **xyzw** world orientations (wxyz with ``quat_order="wxyz"``; normalised here; a zero
+                quaternion is rejected), or ``None`` to keep them.
             indices: View indices to write (M of them, each at most once), ``None`` for all.
             mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
         """
@@ -236,7 +286,8 @@ class BaseFrameView(abc.ABC):
 
         Args:
             translations: (M, 3) translations in the parent frame, or ``None`` to keep them.
-            orientations: (M, 4) **xyzw** orientations in the parent frame (normalised here), or ``None``.
+            orientations: (M, 4) **xyzw** orientations in the parent frame (wxyz with ``quat_order="wxyz"``;
+                normalised here), or ``None``.
             indices: View indices to write (M of them, each at most once), ``None`` for all.
             mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
         """

@@ -294,9 +294,9 @@ class CameraPoses:
         view, n = self._view, self._num_envs
         env_mask = view._args.mask_to_device(mask, n)
         if self._env_rows is None:
-            pos, quat = view.get_world_poses(mask=env_mask)
+            pos, quat = view._get_world_poses_xyzw(mask=env_mask)
         else:
-            pos, quat = view.get_world_poses()
+            pos, quat = view._get_world_poses_xyzw()
         pos_out, quat_out = self._pos[:n], self._quat[:n]
         if n:
             wp.launch(
@@ -306,7 +306,7 @@ class CameraPoses:
                 outputs=[pos_out, quat_out],
                 device=view.device,
             )
-        return pos_out, quat_out
+        return pos_out, view._ordered(quat_out, env_mask)
 
     @staticmethod
     def _check_env_rows(env_rows: Any, count: int) -> np.ndarray:
@@ -383,7 +383,8 @@ class CameraPoses:
 
         Returns:
             Positions, (M,) ``wp.vec3f``, world frame, stage units; orientations, (M,) ``wp.quatf``, **xyzw**,
-            ``w >= 0``, world frame, in ``convention``. Both on :attr:`device`, owned by this object (or its view)
+            ``w >= 0``, world frame, in ``convention`` (a view made with ``quat_order="wxyz"``: (M,) ``wp.vec4f``,
+            w, x, y, z). Both on :attr:`device`, owned by this object (or its view)
             and overwritten by the next read: clone what you keep. Without ``env_rows``, env ids and masks go to
             the view as they are (device inputs stay on the device) and a Fabric or Newton view gathers and converts
             in one launch; with ``env_rows`` a mask costs a full view read and one launch, no host work.
@@ -404,7 +405,7 @@ class CameraPoses:
         if mask is not None:
             return self._read_masked(mask, offset)
         rows = self.rows(env_ids)
-        pos, quat = self._view.get_world_poses(rows)
+        pos, quat = self._view._get_world_poses_xyzw(rows)
         m = pos.shape[0]
         pos_out, quat_out = self._pos[:m], self._quat[:m]
         if m:
@@ -415,4 +416,4 @@ class CameraPoses:
                 outputs=[pos_out, quat_out],
                 device=self._view.device,
             )
-        return pos_out, quat_out
+        return pos_out, self._view._ordered(quat_out)

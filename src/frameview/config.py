@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from ._core.config_checks import check_device, config_from_dict
+from ._core.config_checks import check_device, check_quat_order, config_from_dict
 
 if TYPE_CHECKING:  # pragma: no cover - the return type of make_frame_view, without importing the views
     from .base import BaseFrameView
@@ -40,6 +40,10 @@ class FrameViewCfg:
         device: Warp device of the returned arrays: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``. :meth:`validate` checks
             that a CUDA device is visible before any stage work (``"no CUDA device is visible; use device='cpu'"``).
         fabric_provider: For the Fabric backend: ``"auto"``, ``"memory"``, ``"ovstage"`` or ``"usdrt"``.
+        quat_order: The component order of every orientation the view takes and returns: ``"xyzw"`` (the default:
+            Warp's, Newton's and Isaac Lab 3's) or ``"wxyz"`` (Isaac Lab 2.x's: its identity is ``[1, 0, 0, 0]``).
+            With ``"wxyz"`` the getters return ``wp.vec4f`` arrays holding (w, x, y, z); see
+            :class:`~frameview.BaseFrameView`.
         options: Extra keyword arguments passed to the backend's constructor.
     """
 
@@ -47,6 +51,7 @@ class FrameViewCfg:
     backend: str = "fabric"
     device: str = "cpu"
     fabric_provider: str = "auto"
+    quat_order: str = "xyzw"
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
@@ -59,13 +64,13 @@ class FrameViewCfg:
         return dataclasses.asdict(self)
 
     def validate(self) -> None:
-        """Check the fields before any work is done: prim_path, backend, provider and device.
+        """Check the fields before any work is done: prim_path, backend, provider, quaternion order and device.
 
         Raises:
-            ValueError: Empty prim_path, unknown backend or provider (the message lists the valid ones), a device
-                string Warp does not name (``"gpu"``), or a CUDA device that is not visible here (e.g. ``"cuda:0"``
-                on a machine without a GPU: use ``device="cpu"``).
-            TypeError: prim_path or device of the wrong type.
+            ValueError: Empty prim_path, unknown backend, provider or quat_order (the message lists the valid ones),
+                a device string Warp does not name (``"gpu"``), or a CUDA device that is not visible here (e.g.
+                ``"cuda:0"`` on a machine without a GPU: use ``device="cpu"``).
+            TypeError: prim_path, quat_order or device of the wrong type.
         """
         if not self.prim_path:
             raise ValueError("FrameViewCfg.prim_path: expected a path, a pattern or a list of them, got nothing")
@@ -82,6 +87,7 @@ class FrameViewCfg:
             raise ValueError(
                 f"FrameViewCfg.fabric_provider: expected one of {list(FABRIC_PROVIDERS)}, got {self.fabric_provider!r}"
             )
+        check_quat_order(self.quat_order, "FrameViewCfg.quat_order")
         check_device(self.device, "FrameViewCfg.device")
 
 
@@ -98,14 +104,14 @@ def _reject_options(backend: str, options: Mapping[str, Any], accepted: tuple[st
 def _usd_factory(prim_path: str | Sequence[str], *, stage: Any, device: str, **options: Any) -> Any:
     from .usd.view import UsdFrameView
 
-    _reject_options("usd", options, ())
+    _reject_options("usd", options, ("quat_order",))
     return UsdFrameView(prim_path, stage=stage, device=device, **options)
 
 
 def _fabric_factory(prim_path: str | Sequence[str], *, stage: Any, device: str, **options: Any) -> Any:
     from .fabric.view import FabricFrameView
 
-    _reject_options("fabric", options, ("fabric_provider",))
+    _reject_options("fabric", options, ("fabric_provider", "quat_order"))
     return FabricFrameView(prim_path, stage=stage, device=device, **options)
 
 
@@ -119,7 +125,7 @@ def _newton_factory(prim_path: str | Sequence[str], *, stage: Any, device: str, 
             "make_frame_view(cfg, stage, model=model, state=lambda: current_state)"
         )
 
-    _reject_options("newton", options, ("model", "state"))
+    _reject_options("newton", options, ("model", "state", "forward", "quat_order"))
     return NewtonFrameView(prim_path, stage=stage, device=device, **options)
 
 
@@ -220,6 +226,8 @@ def make_frame_view(cfg: FrameViewCfg | Mapping[str, Any], stage: Any, **backend
     options = {**cfg.options, **backend_args}
     if cfg.backend == "fabric":
         options.setdefault("fabric_provider", cfg.fabric_provider)
+    if cfg.quat_order != "xyzw":  # only then: a plug-in backend without the option is not handed it
+        options.setdefault("quat_order", cfg.quat_order)
     factory = _REGISTRY[cfg.backend]
     view: BaseFrameView = factory(cfg.prim_path, stage=stage, device=cfg.device, **options)
     return view

@@ -26,6 +26,7 @@ from .host import to_numpy
 from .host_staging import HostStaging, call_bytes
 from .interop import borrow_indices, borrow_mask
 from .launch import RecordedLaunch, block_dim_for
+from .quat_order import QuatOrder
 from .rows import ALL, INDEXED, MASK, Rows, is_torch_tensor
 from .values import check_host_rows, device_data, float32_rows, unwrap, wait_for_producer, width_of
 
@@ -92,6 +93,7 @@ class Arguments:
         self._host_staging: HostStaging | None = None  # CUDA: host inputs' staging buffers, made on first use
         self._last_rows: tuple[Any, Any, tuple, Rows] | None = None  # (device indices or mask, keyword, layout, Rows)
         self._narrowed: wp.array | None = None  # the index buffer head the last narrowing launch wrote
+        self.quat_order: QuatOrder | None = None  # quat_order="wxyz": orientations arrive wxyz (set by the view)
 
     def prepare(self, indices: IndicesLike, mask: MaskLike = None, write: bool = False, fold: bool = False) -> Rows:
         """Report errors of earlier device calls (the view checked it is open), and turn ``indices`` / ``mask`` into
@@ -368,6 +370,8 @@ class Arguments:
                 if fast.shape[0] != rows:
                     width = width_of(dtype)
                     raise ValueError(f"{name}: expected shape ({rows}, {width}), got ({fast.shape[0]}, {width})")
+                if rows and self.quat_order is not None and dtype is wp.quatf:
+                    fast = self._xyzw_rows(fast, rows)
                 return (fast if rows else None), False
         width = width_of(dtype)
         # host data for a CUDA view stays NumPy
@@ -389,6 +393,8 @@ class Arguments:
         if select is not None:
             arr = wp.array(host[read], dtype=wp.float32, device=self._device)
         elif host is not None and self._device.is_cuda:  # host data for a CUDA view: one staged copy
+            if self.quat_order is not None and dtype is wp.quatf:  # wxyz host data: reordered on the host
+                host = self.quat_order.host_input(host)
             return self._staged_rows(host, name, dtype), from_host
         elif arr.device != self._device:  # another device's
             wait_for_producer(arr)
@@ -398,7 +404,16 @@ class Arguments:
             wp.launch(check_values, dim=arr.shape[0], inputs=[arr, int(check_norm)], outputs=[status],
                       device=self._device)  # fmt: skip
             self._errors.settle(self._value_error(name, arr), now=True)
+        if self.quat_order is not None and dtype is wp.quatf:
+            return self._xyzw_rows(arr.view(dtype), rows), from_host
         return arr.view(dtype), from_host
+
+    def _xyzw_rows(self, quats: wp.array, rows: int) -> wp.array:
+        """wxyz orientations (``quat_order="wxyz"``) on the view's device -> xyzw in the view's scratch buffer (one
+        launch; the caller's array is not written). Read by this call's launches, or copied by a writer scope, before
+        the next call reuses it."""
+        assert self.quat_order is not None
+        return self.quat_order.device_input(quats, self.outputs("quat_order_in", wp.quatf, rows))
 
     def _staged_rows(self, host: np.ndarray, name: str, dtype: Any) -> wp.array:
         """Checked host rows ((M, width) NumPy) on the view's CUDA device as (M,) ``dtype``, through the view's

@@ -10,13 +10,16 @@ import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-__all__ = ["DEVICE_FORMS", "check_device", "config_from_dict"]
+__all__ = ["DEVICE_FORMS", "QUAT_ORDERS", "check_device", "check_quat_order", "config_from_dict"]
 
 _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 DEVICE_FORMS = ["cpu", "cuda", "cuda:N"]
 """The device strings FrameViewCfg accepts (Warp's names; ``"cuda"`` is Warp's current CUDA device)."""
 
 _CfgT = TypeVar("_CfgT")
+
+QUAT_ORDERS: tuple[str, ...] = ("xyzw", "wxyz")
+"""The accepted values of ``quat_order``: ``"xyzw"`` (the default) and ``"wxyz"``."""
 
 
 def config_from_dict(cls: type[_CfgT], data: Mapping[str, Any]) -> _CfgT:
@@ -58,3 +61,16 @@ def check_device(device: object, what: str = "device") -> None:
     if ordinal >= count:
         visible = [f"cuda:{i}" for i in range(count)]
         raise ValueError(f"{what}={device!r}: no such CUDA device; visible: {visible} (or use device='cpu')")
+
+
+def check_quat_order(value: object, name: str = "quat_order") -> str:
+    """``value`` when it is ``"xyzw"`` or ``"wxyz"``; else ``TypeError`` / ``ValueError`` naming ``name``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected 'xyzw' or 'wxyz', got {type(value).__name__}")
+    if value not in QUAT_ORDERS:
+        hint = " (lower case)" if value.lower() in QUAT_ORDERS else ""
+        raise ValueError(
+            f"{name}: expected 'xyzw' (the default: Warp's, Newton's, ovphysx's and Isaac Lab 3's order) or 'wxyz' "
+            f"(Isaac Lab 2.x's, and pxr Gf's constructors'), got {value!r}{hint}"
+        )
+    return value

@@ -83,6 +83,8 @@ class FabricFrameView(BaseFrameView):
         stage: A pxr ``Usd.Stage``, an ``ovstage.Stage``, a usdrt stage, or a ``FabricStage``.
         device: Warp device of the returned arrays and of the Fabric columns.
         fabric_provider: ``"auto"`` (chosen by the stage's type, logged), ``"memory"``, ``"ovstage"`` or ``"usdrt"``.
+        quat_order: ``"xyzw"`` (the default) or ``"wxyz"``: the order of every orientation the view takes and returns
+            (see :class:`~frameview.BaseFrameView`).
     """
 
     _device_rows = True
@@ -110,6 +112,7 @@ class FabricFrameView(BaseFrameView):
         stage: Any,
         device: str = "cpu",
         fabric_provider: str = "auto",
+        quat_order: str = "xyzw",
     ) -> None:
         from ..paths import resolve_prim_paths
 
@@ -118,7 +121,7 @@ class FabricFrameView(BaseFrameView):
         with fabric.lock:
             _DEFERRED_TAGS.flush(fabric)
             paths = resolve_prim_paths(prim_path, stage if _is_pxr_stage(stage) else fabric)
-            super().__init__(prim_path, paths, device=device)  # the view stays BUILDING
+            super().__init__(prim_path, paths, device=device, quat_order=quat_order)  # the view stays BUILDING
             if str(wp.get_device(fabric.device)) != self.device:
                 raise ValueError(f"device: the Fabric stage lives on {fabric.device!r}, the view asks for {device!r}")
             missing = fabric.missing_prims(self.prim_paths)

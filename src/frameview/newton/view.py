@@ -27,6 +27,7 @@ except ImportError as exc:  # newton and usd-core are the optional extra framevi
 
 from .._core.launch import OffsetKeys, address
 from .._core.launch_caches import LaunchCache
+from .._core.quat_order import check_quat_order, wxyz_outputs
 from .._core.rows import INDEXED, MASK, Rows
 from ..base import BaseFrameView
 from ..kernels.requests import WriteRequests
@@ -98,6 +99,8 @@ class NewtonFrameView(BaseFrameView):
         forward: A callable run before each world read (forward kinematics after a reset wrote joint
             coordinates); ``None``: Isaac Lab's ``NewtonManager.forward`` when the handles are Isaac Lab's, else
             nothing (:mod:`frameview.newton.engine`).
+        quat_order: ``"xyzw"`` (the default) or ``"wxyz"``: the order of every orientation the view takes and returns
+            (see :class:`~frameview.BaseFrameView`).
     """
 
     _device_rows = True
@@ -111,9 +114,11 @@ class NewtonFrameView(BaseFrameView):
         state: newton.State | Callable[[], newton.State],
         device: str | None = None,
         forward: Callable[[], Any] | None = None,
+        quat_order: str = "xyzw",
     ) -> None:
         if not isinstance(stage, Usd.Stage):
             raise TypeError(f"stage: expected a pxr Usd.Stage, got {type(stage).__name__}")
+        check_quat_order(quat_order)  # before the frame store grows
         engine = NewtonEngine(f"NewtonFrameView({prim_path!r})", model, state, None, forward)
         model = engine.model
         model_device = str(wp.get_device(model.device))
@@ -129,7 +134,7 @@ class NewtonFrameView(BaseFrameView):
         with store.lock:
             paths = store.resolve(prim_path)  # the stage's prims, and the cloned envs' that exist in Newton only
             nodes = store.add(paths)
-        super().__init__(prim_path, paths, device=device)
+        super().__init__(prim_path, paths, device=device, quat_order=quat_order)
         self._store: FrameStore = store
         self._engine = engine
         engine.name(repr(self))
@@ -190,8 +195,8 @@ class NewtonFrameView(BaseFrameView):
         """
         if not isinstance(target, BaseFrameView):
             raise TypeError(f"target: expected a FrameView, got {type(target).__name__}")
-        pos, quat = self.get_world_poses(self._mirror.rows_for(target.prim_paths))
-        target.set_world_poses(pos, quat)
+        pos, quat = self._get_world_poses_xyzw(self._mirror.rows_for(target.prim_paths))
+        target.set_world_poses(pos, wxyz_outputs(quat) if target.quat_order == "wxyz" else quat)
 
     # ---------------------------------------------------------------- plumbing
 

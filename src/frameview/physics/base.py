@@ -25,6 +25,7 @@ import warp as wp
 from .._core.arguments import Arguments, IndicesLike, MaskLike
 from .._core.device_errors import DeviceErrors, outside_capture, status_error
 from .._core.launch import RecordedLaunch
+from .._core.quat_order import XYZW, quat_order_part
 from .._core.rows import Rows
 
 __all__ = [
@@ -70,9 +71,13 @@ class PhysicsView(abc.ABC):
         prim_path: What the caller asked for (kept for ``repr``).
         prim_paths: The prims of the view's rows, in row order.
         device: The Warp device of the engine's arrays and of the returned arrays.
+        quat_order: ``"xyzw"`` (the default) or ``"wxyz"``: the order of the orientations the view returns (wxyz:
+            ``wp.vec4f`` arrays holding w, x, y, z).
     """
 
-    def __init__(self, prim_path: str | Sequence[str], prim_paths: Sequence[str], *, device: Any) -> None:
+    def __init__(
+        self, prim_path: str | Sequence[str], prim_paths: Sequence[str], *, device: Any, quat_order: str = XYZW
+    ) -> None:
         self._pattern = prim_path if isinstance(prim_path, str) else list(prim_path)
         self._prim_paths = tuple(str(p) for p in prim_paths)
         self._device = wp.get_device(device)
@@ -85,6 +90,7 @@ class PhysicsView(abc.ABC):
         self._none_bool = wp.empty(0, dtype=wp.bool, device=self._device)
         self._outputs: dict[tuple[str, int], _Outputs] = {}
         self._launches: dict[tuple[str, int], RecordedLaunch] = {}
+        self._quat_order_part = self._args.quat_order = quat_order_part(quat_order, self._device)
 
     @property
     def count(self) -> int:
@@ -105,6 +111,11 @@ class PhysicsView(abc.ABC):
     @abc.abstractmethod
     def backend(self) -> str:
         """The engine: ``"newton"`` or ``"ovphysx"``."""
+
+    @property
+    def quat_order(self) -> str:
+        """``"xyzw"`` (the default) or ``"wxyz"``: the component order of the orientations the view returns."""
+        return XYZW if self._quat_order_part is None else self._quat_order_part.order
 
     @property
     def is_closed(self) -> bool:
@@ -189,6 +200,8 @@ class PhysicsView(abc.ABC):
                 launch_outs, user_outs = self._buffers(what, rows.count, dtypes, columns)
                 if rows.count:
                     self._launch(what, rows, launch_outs, max(columns, 1))
+                if self._quat_order_part is not None and wp.quatf in dtypes:  # quat_order="wxyz": one launch more
+                    return (user_outs[0], self._quat_order_part.outputs(user_outs[1], rows.mask))
                 return user_outs
             finally:
                 self._errors.forget_capturing()
@@ -236,7 +249,8 @@ class RigidBodyView(PhysicsView):
         """World poses of the bodies' frames (the body origin, not the centre of mass).
 
         Returns:
-            ``(positions, orientations)``: (M,) ``wp.vec3f`` metres and (M,) ``wp.quatf`` **xyzw**, ``w >= 0``.
+            ``(positions, orientations)``: (M,) ``wp.vec3f`` metres and (M,) ``wp.quatf`` **xyzw**, ``w >= 0``
+            (``quat_order="wxyz"``: (M,) ``wp.vec4f``, w, x, y, z).
         """
         return self._read("poses", indices, mask, (wp.vec3f, wp.quatf), 0)  # type: ignore[return-value]
 
@@ -322,7 +336,8 @@ class ArticulationView(PhysicsView):
         return self._fixed_base
 
     def get_root_poses(self, indices: IndicesLike = None, mask: MaskLike = None) -> tuple[wp.array, wp.array]:
-        """World poses of the root links: (M,) ``wp.vec3f`` and (M,) ``wp.quatf`` **xyzw**, ``w >= 0``."""
+        """World poses of the root links: (M,) ``wp.vec3f`` and (M,) ``wp.quatf`` **xyzw**, ``w >= 0`` (wxyz
+        ``wp.vec4f`` with ``quat_order="wxyz"``)."""
         return self._read("root_poses", indices, mask, (wp.vec3f, wp.quatf), 0)  # type: ignore[return-value]
 
     def get_root_velocities(self, indices: IndicesLike = None, mask: MaskLike = None) -> tuple[wp.array, wp.array]:
@@ -330,7 +345,8 @@ class ArticulationView(PhysicsView):
         return self._read("root_velocities", indices, mask, (wp.vec3f, wp.vec3f), 0)  # type: ignore[return-value]
 
     def get_link_poses(self, indices: IndicesLike = None, mask: MaskLike = None) -> tuple[wp.array, wp.array]:
-        """World poses of every link: (M, link_count) ``wp.vec3f`` and ``wp.quatf`` **xyzw**, ``w >= 0``."""
+        """World poses of every link: (M, link_count) ``wp.vec3f`` and ``wp.quatf`` **xyzw**, ``w >= 0`` (wxyz
+        ``wp.vec4f`` with ``quat_order="wxyz"``)."""
         return self._read("link_poses", indices, mask, (wp.vec3f, wp.quatf), self.link_count)  # type: ignore[return-value]
 
     def get_link_velocities(self, indices: IndicesLike = None, mask: MaskLike = None) -> tuple[wp.array, wp.array]:

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .._core.config_checks import check_device, config_from_dict
+from .._core.config_checks import check_device, check_quat_order, config_from_dict
 from .base import ArticulationView, JointStateReader, PhysicsView, RigidBodyView
 
 __all__ = [
@@ -47,12 +47,15 @@ class PhysicsViewCfg:
             articulation roots.
         backend: The engine: ``"newton"`` or ``"ovphysx"``.
         device: The engine's device, or None to take it from the engine (a mismatch raises).
+        quat_order: The component order of the orientations returned: ``"xyzw"`` (the default) or ``"wxyz"``
+            (``wp.vec4f`` arrays holding w, x, y, z).
         options: Extra keyword arguments passed to the view's constructor.
     """
 
     prim_path: str | list[str] = ""
     backend: str = "newton"
     device: str | None = None
+    quat_order: str = "xyzw"
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
@@ -65,11 +68,11 @@ class PhysicsViewCfg:
         return dataclasses.asdict(self)
 
     def validate(self) -> None:
-        """Check prim_path, backend and device before any engine work.
+        """Check prim_path, backend, quaternion order and device before any engine work.
 
         Raises:
-            ValueError: Empty prim_path, or an unknown backend (the message lists the known ones).
-            TypeError: prim_path or device of the wrong type.
+            ValueError: Empty prim_path, or an unknown backend or quat_order (the message lists the known ones).
+            TypeError: prim_path, quat_order or device of the wrong type.
         """
         if not self.prim_path:
             raise ValueError("PhysicsViewCfg.prim_path: expected a path, a pattern or a list of them, got nothing")
@@ -81,6 +84,7 @@ class PhysicsViewCfg:
             raise ValueError(
                 f"PhysicsViewCfg.backend: unknown engine {self.backend!r}; expected one of {sorted(PHYSICS_BACKENDS)}"
             )
+        check_quat_order(self.quat_order, "PhysicsViewCfg.quat_order")
         if self.device is not None:
             check_device(self.device, "PhysicsViewCfg.device")
 
@@ -99,7 +103,10 @@ def _make(cfg: PhysicsViewCfg | Mapping[str, Any], which: int, engine: dict[str,
             name=exc.name,
         ) from exc
     cls = getattr(module, classes[which])
-    view = cls(cfg.prim_path, device=cfg.device, **engine, **cfg.options)
+    options = dict(cfg.options)
+    if cfg.quat_order != "xyzw":
+        options.setdefault("quat_order", cfg.quat_order)
+    view = cls(cfg.prim_path, device=cfg.device, **engine, **options)
     logger.info("frameview: %s on %s (%d prims)", cls.__name__, view.device, view.count)
     return view
 

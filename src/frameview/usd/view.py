@@ -96,7 +96,9 @@ class UsdFrameView(BaseFrameView):
         [[1.0, 2.0, 3.0]]
     """
 
-    def __init__(self, prim_path: str | Sequence[str], *, stage: Usd.Stage, device: str = "cpu") -> None:
+    def __init__(
+        self, prim_path: str | Sequence[str], *, stage: Usd.Stage, device: str = "cpu", quat_order: str = "xyzw"
+    ) -> None:
         """Build a view over the prims ``prim_path`` resolves to.
 
         Args:
@@ -104,10 +106,13 @@ class UsdFrameView(BaseFrameView):
                 or a list of them; see :func:`frameview.resolve_prim_paths` for the rules and the order.
             stage: The pxr stage holding the prims.
             device: Warp device of the returned arrays, e.g. ``"cpu"`` or ``"cuda:0"``.
+            quat_order: ``"xyzw"`` (the default) or ``"wxyz"``: the order of every orientation the view takes and
+                returns (see :class:`~frameview.BaseFrameView`).
 
         Raises:
             TypeError: ``stage`` is not a pxr ``Usd.Stage``.
-            ValueError: The pattern matches no prim, matches a prim twice, or a matched prim is not Xformable.
+            ValueError: The pattern matches no prim, matches a prim twice, or a matched prim is not Xformable; an
+                unknown ``quat_order``.
         """
         if not isinstance(stage, Usd.Stage):
             raise TypeError(f"stage: expected a pxr Usd.Stage, got {type(stage).__name__}")
@@ -124,7 +129,7 @@ class UsdFrameView(BaseFrameView):
                     "(Xform, Camera, Mesh, ...); select Xformable prims only"
                 )
         self._lock = _USD_LOCK  # BaseFrameView runs every public call under it
-        super().__init__(prim_path, paths, device=device)
+        super().__init__(prim_path, paths, device=device, quat_order=quat_order)
         self._stage = stage
         self._prims = prims
         self._warned_standardise = False
