@@ -37,6 +37,10 @@ except ImportError as exc:  # run outside frameview's environment: say how to ge
     ) from exc
 
 GRAVITY = 9.81
+POSITION_TOLERANCE_M = 1e-5
+"""--check: the largest camera position difference allowed, metres (float32 positions of a few metres: ~1e-6)."""
+ORIENTATION_TOLERANCE_RAD = 1e-5
+"""--check: the largest camera orientation difference allowed, as the angle of the rotation between them, radians."""
 
 
 @wp.kernel
@@ -113,6 +117,23 @@ def expected_ros_cameras(body_q: np.ndarray, offset_pos: np.ndarray, offset_rows
     return np.array(pos), np.array(quat)
 
 
+def rotation_angles(got_xyzw: np.ndarray, want_xyzw: np.ndarray) -> np.ndarray:
+    """Angle (radians, float64) of the rotation between each pair of xyzw quaternions (q and -q are one rotation)."""
+    a = got_xyzw / np.linalg.norm(got_xyzw, axis=1, keepdims=True)
+    b = want_xyzw / np.linalg.norm(want_xyzw, axis=1, keepdims=True)
+    return 2.0 * np.arccos(np.clip(np.abs((a * b).sum(axis=1)), 0.0, 1.0))
+
+
+def verdict(what: str, largest: float, tolerance: float, unit: str, quiet: bool) -> bool:
+    """Print one check's result (its tolerance and unit, then passed or FAILED; FAILED even when ``quiet``)."""
+    passed = bool(largest <= tolerance)
+    line = f"check: {what}: largest difference {largest:.3g} {unit} (tolerance {tolerance:g} {unit}): "
+    line += "passed" if passed else "FAILED"
+    if not quiet or not passed:
+        print(line, file=sys.stdout if passed else sys.stderr)
+    return passed
+
+
 def run(
     num_envs: int = 16,
     steps: int = 100,
@@ -141,7 +162,7 @@ def run(
     origins = model.body_q.numpy()[cameras.body_indices, :3] - [0.0, 0.0, 5.0]
     offset_rows = np.array(Gf.Matrix3d(Gf.Quatd(camera_orientation(pitch))), dtype=np.float64)
 
-    reads, errors, step_s, reset_s, read_s = 0, [], [], [], []
+    reads, pos_errors, angle_errors, step_s, reset_s, read_s = 0, [], [], [], [], []
     for _ in range(steps):
         start = time.perf_counter()
         solver.step(sim["state"], sim["next"], control, None, dt)
@@ -171,9 +192,8 @@ def run(
         reads += int(env_ids.size)
         if check:
             want_pos, want_quat = expected_ros_cameras(poses, np.array(camera_offset), offset_rows)
-            got_quat = quat.numpy().astype(np.float64)
-            quat_err = np.minimum(np.abs(got_quat - want_quat).max(1), np.abs(got_quat + want_quat).max(1))
-            errors.append(max(float(np.abs(pos.numpy() - want_pos).max()), float(quat_err.max())))
+            pos_errors.append(float(np.linalg.norm(pos.numpy() - want_pos, axis=1).max()))
+            angle_errors.append(float(rotation_angles(quat.numpy().astype(np.float64), want_quat).max()))
 
     final_pos, _final_quat = cams.read(convention="ros")
     cameras.close()
@@ -182,7 +202,8 @@ def run(
         "steps": steps,
         "device": device,
         "camera_reads_on_reset": reads,
-        "max_error": max(errors) if errors else None,
+        "position_error_m": max(pos_errors) if pos_errors else None,
+        "orientation_error_rad": max(angle_errors) if angle_errors else None,
         "final_heights": final_pos.numpy()[:, 2].copy(),
         "timings_ms": {
             name: float(np.median(s) * 1e3) if s else float("nan")
@@ -196,10 +217,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--envs", type=int, default=16, help="number of envs (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=100, help="simulation steps (default: %(default)s)")
     parser.add_argument("--device", default="cpu", help="Warp device: cpu or cuda:N (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--reset-probability", type=float, default=0.05, help="per env and step (default: 0.05)")
-    parser.add_argument("--check", action="store_true", help="compare each camera read on reset with NumPy")
-    parser.add_argument("--quiet", action="store_true", help="print nothing")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resets (default: %(default)s)")
+    parser.add_argument("--reset-probability", type=float, default=0.05,
+                        help="chance per env and step that the env resets (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--check", action="store_true",
+                        help=f"compare each camera read on reset with NumPy; exit 1 beyond {POSITION_TOLERANCE_M:g} m "
+                        f"or {ORIENTATION_TOLERANCE_RAD:g} rad")  # fmt: skip
+    parser.add_argument("--quiet", action="store_true", help="print nothing but a failed check")
     parser.add_argument("--verbose", action="store_true", help="leave Warp's start-up and kernel-load messages on")
     args = parser.parse_args(argv)
     fv.FrameViewCfg(prim_path="/World", backend="newton", device=args.device).validate()  # a bad device fails here
@@ -213,9 +237,29 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             f"camera read {t['camera_read']:.3f} ms\n"
             f"  camera heights now: {result['final_heights'].min():.2f} to {result['final_heights'].max():.2f} m"
         )
-        if result["max_error"] is not None:
-            print(f"  largest difference from NumPy over the reads on reset: {result['max_error']:.2e}")
+    result["check_passed"] = None
+    if args.check:
+        if result["position_error_m"] is None:  # no env reset: nothing was read to compare
+            print("check: no env was reset, so no camera was read on reset: raise --steps or --reset-probability",
+                  file=sys.stderr)  # fmt: skip
+            result["check_passed"] = False
+            return result
+        reads = f"{result['camera_reads_on_reset']} camera poses read on reset vs NumPy"
+        result["check_passed"] = all([  # both verdicts printed
+            verdict(f"{reads}, positions", result["position_error_m"], POSITION_TOLERANCE_M, "m", args.quiet),
+            verdict(f"{reads}, orientations (rotation angle)", result["orientation_error_rad"],
+                    ORIENTATION_TOLERANCE_RAD, "rad", args.quiet),
+        ])  # fmt: skip
     return result
+
+
+def exit_status(argv: Sequence[str]) -> int | str:
+    """The command line's exit status: 0, 1 when a ``--check`` failed, or the error message of a bad argument."""
+    try:
+        outcome = main(argv)
+    except (ValueError, ImportError) as exc:
+        return f"newton_cameras: error: {exc}"
+    return 1 if outcome["check_passed"] is False else 0
 
 
 if __name__ == "__main__":
@@ -223,7 +267,4 @@ if __name__ == "__main__":
     from _warp_quiet import quiet_warp  # beside this file
 
     quiet_warp(verbose="--verbose" in sys.argv[1:], announce="--quiet" not in sys.argv[1:])
-    try:
-        main()
-    except (ValueError, ImportError) as exc:
-        sys.exit(f"newton_cameras: error: {exc}")
+    sys.exit(exit_status(sys.argv[1:]))

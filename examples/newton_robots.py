@@ -10,6 +10,7 @@ every env (``fv.JointStateReader``: names, positions, velocities, efforts) and e
     python examples/newton_robots.py                       # 16 envs, 50 steps, CPU
     python examples/newton_robots.py --envs 4096 --device cuda:0
     python examples/newton_robots.py --check               # also compare every reading with Newton's arrays
+    python examples/newton_robots.py --verbose             # Warp's own start-up and kernel-load messages too
 
 The views find the robots by their labels (``model.articulation_label``, ``model.body_label``): no stage is needed.
 The first run compiles Newton's kernels (about half a minute on a CPU); later runs reuse Warp's kernel cache.
@@ -36,6 +37,9 @@ except ImportError as exc:  # run outside frameview's environment: say how to ge
 LEGS, LEG_DOFS = 4, 3
 ROBOTS = "/World/envs/env_.*/Robot"
 STANDING = np.zeros(LEGS * LEG_DOFS, dtype=np.float32)  # the drives' target: straight legs (radians)
+TOLERANCE = 1e-6
+"""--check: the largest difference allowed between a reading and Newton's arrays, in rad (positions) and rad/s
+(velocities); every DOF here is revolute. The views copy float32 values, so the difference is 0 when all is well."""
 
 
 def robot_template(newton: Any) -> Any:
@@ -110,15 +114,38 @@ def model_origin(env: int) -> tuple[float, float]:
     return (2.0 * (env % 32), 2.0 * (env // 32))
 
 
-def main(argv: Sequence[str] | None = None) -> dict:
+def verdict(what: str, largest: float, tolerance: float, unit: str, quiet: bool) -> bool:
+    """Print one check's result (its tolerance and unit, then passed or FAILED; FAILED even when ``quiet``)."""
+    passed = bool(largest <= tolerance)
+    line = f"check: {what}: largest difference {largest:.3g} {unit} (tolerance {tolerance:g} {unit}): "
+    line += "passed" if passed else "FAILED"
+    if not quiet or not passed:
+        print(line, file=sys.stdout if passed else sys.stderr)
+    return passed
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--envs", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--reset-probability", type=float, default=0.05)
-    parser.add_argument("--check", action="store_true", help="compare every reading with Newton's arrays (NumPy)")
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
+    parser.add_argument("--envs", type=int, default=16, help="number of envs, one robot each (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=50, help="simulation steps (default: %(default)s)")
+    parser.add_argument("--device", default="cpu", help="Warp device: cpu or cuda:N (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resets and leg poses (default: %(default)s)")
+    parser.add_argument("--reset-probability", type=float, default=0.05,
+                        help="chance per env and step that the env resets (default: %(default)s)")  # fmt: skip
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"compare every reading with Newton's arrays; exit 1 beyond {TOLERANCE:g} rad or rad/s",
+    )
+    parser.add_argument("--quiet", action="store_true", help="print nothing but a failed check")
+    parser.add_argument("--verbose", action="store_true", help="leave Warp's start-up and kernel-load messages on")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    """Run the example with command-line arguments ``argv``; return the last reading, the resets and the check's
+    largest differences (``check_passed``: None without ``--check``)."""
+    args = build_parser().parse_args(argv)
     try:
         import newton
     except ImportError as exc:
@@ -128,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     sim = {"state": model.state(), "next": model.state()}
     control = model.control()
     solver = newton.solvers.SolverFeatherstone(model)
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(args.seed)
     reset_envs(newton, model, sim["state"], control, np.arange(args.envs), rng)
 
     # the observations: one config field picks the engine
@@ -137,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     joints = fv.make_joint_state_reader(cfg, **engine)
     bases = fv.make_rigid_body_view({"prim_path": f"{ROBOTS}/base", "backend": "newton"}, **engine)
     q_idx, qd_idx = dof_tables(model)
-    max_error, resets = 0.0, 0
+    pos_error, vel_error, resets = 0.0, 0.0, 0
     for step in range(args.steps):
         sim["state"].clear_forces()
         solver.step(sim["state"], sim["next"], control, None, 1.0 / 120.0)
@@ -150,31 +177,41 @@ def main(argv: Sequence[str] | None = None) -> dict:
         lin, ang = bases.get_velocities()  # (envs,) world-frame COM linear and angular velocities
         if args.check:
             q, qd = sim["state"].joint_q.numpy(), sim["state"].joint_qd.numpy()
-            err = max(
-                float(np.abs(reading.positions.numpy() - q[q_idx]).max()),
-                float(np.abs(reading.velocities.numpy() - qd[qd_idx]).max()),
-            )
-            max_error = max(max_error, err)
+            pos_error = max(pos_error, float(np.abs(reading.positions.numpy() - q[q_idx]).max()))
+            vel_error = max(vel_error, float(np.abs(reading.velocities.numpy() - qd[qd_idx]).max()))
         if not args.quiet and step % 10 == 0:
             speed = np.linalg.norm(lin.numpy(), axis=1)
             print(f"step {step:4d}  mean |q - standing| {np.abs(reading.positions.numpy() - STANDING).mean():.3f} rad"
                   f"  mean base speed {speed.mean():.3f} m/s  resets so far {resets}")  # fmt: skip
     result = {"names": reading.names, "positions": reading.positions.numpy(), "base_angular": ang.numpy(),
-              "resets": resets, "max_error": max_error}  # fmt: skip
+              "resets": resets, "position_error_rad": pos_error, "velocity_error_rad_s": vel_error,
+              "max_error": max(pos_error, vel_error), "check_passed": None}  # fmt: skip
     joints.close()
     bases.close()
     if not args.quiet:
         print(f"DOFs: {', '.join(result['names'])}")
-        if args.check:
-            print(f"largest difference from Newton's arrays over {args.steps} steps: {max_error:.3g}")
+    if args.check:
+        steps = f"over {args.steps} steps, {args.envs} envs"
+        result["check_passed"] = all(
+            [  # both verdicts printed
+                verdict(f"joint positions vs Newton's joint_q {steps}", pos_error, TOLERANCE, "rad", args.quiet),
+                verdict(f"joint velocities vs Newton's joint_qd {steps}", vel_error, TOLERANCE, "rad/s", args.quiet),
+            ]
+        )
     return result
+
+
+def exit_status(argv: Sequence[str]) -> int | str:
+    """The command line's exit status: 0, 1 when a ``--check`` failed, or the error message of a bad argument."""
+    try:
+        outcome = main(argv)
+    except (ValueError, ImportError) as exc:
+        return f"newton_robots: error: {exc}"
+    return 1 if outcome["check_passed"] is False else 0
 
 
 if __name__ == "__main__":
     from _warp_quiet import quiet_warp  # beside this file
 
     quiet_warp(verbose="--verbose" in sys.argv[1:], announce="--quiet" not in sys.argv[1:])
-    try:
-        main(sys.argv[1:])
-    except (ValueError, ImportError) as exc:
-        sys.exit(f"newton_robots: error: {exc}")
+    sys.exit(exit_status(sys.argv[1:]))

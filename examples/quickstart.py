@@ -42,3 +42,4 @@ for backend in ("fabric", "usd"):  # swapping the backend is one config field
 # same poses from both backends (each wrote its own store: Fabric, then USD)
 np.testing.assert_allclose(results["fabric"][0], results["usd"][0], atol=1e-5)
 np.testing.assert_allclose(results["fabric"][1], results["usd"][1], atol=1e-5)
+print("ok: the fabric and usd backends read the same camera poses")

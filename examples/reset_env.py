@@ -8,6 +8,7 @@ or ``newton`` by changing one field::
     python examples/reset_env.py --set frame_view.backend=usd      # the pxr reference backend
     python examples/reset_env.py --set frame_view.backend=newton   # Newton's frames (frameview[newton])
     python examples/reset_env.py --envs 8192 --steps 20 --dump out/poses.npy   # out/ is git-ignored
+    python examples/reset_env.py --check                           # compare every camera read with NumPy (float64)
     python examples/reset_env.py --set frame_view.device=cuda:0 --set env.reset_probability=0.5
 
 The stage is ``/World/envs/env_i/Robot/Camera`` (a ``UsdGeom.Camera`` under each robot). Every step moves all robots
@@ -16,7 +17,8 @@ along circles through a FrameView of the robots (built from the same ``frame_vie
 through :class:`frameview.CameraPoses` in the configured convention. A Fabric view writes Fabric only and the USD view
 writes USD: both give the same camera poses, which ``tests/test_example_env.py`` checks.
 
-Config errors (unknown backend, key or convention) are reported before any stage is built.
+Config errors (unknown backend, key or convention) are reported before any stage is built. The timings exclude
+the first call of each kind, made once before the loop: that is when Warp compiles (or loads) its kernels.
 """
 
 from __future__ import annotations
@@ -46,6 +48,18 @@ except ImportError as exc:  # run outside frameview's environment: say how to ge
     ) from exc
 
 DEFAULT_CONFIG = Path(__file__).with_name("env_config.yaml")
+POSITION_TOLERANCE_M = 1e-4
+"""--check: the largest camera position difference allowed, metres (float32 positions of envs up to ~250 m away)."""
+ORIENTATION_TOLERANCE_RAD = 1e-5
+"""--check: the largest camera orientation difference allowed, as the angle of the rotation between them, radians."""
+DUMP_FIELDS = ("px", "py", "pz", "qx", "qy", "qz", "qw")
+"""The columns of a ``--dump`` .npy: position (stage units, world frame), then orientation xyzw in the convention."""
+CONVENTION_AXES = {
+    "opengl": np.eye(3),
+    "ros": np.diag([1.0, -1.0, -1.0]),  # x right, y down, z forward
+    "world": np.array([[0.0, 0.0, -1.0], [-1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]),  # x forward, y left, z up
+}
+"""--check's truth: each convention's camera axes (rows) over the USD camera's own (opengl: -Z forward, +Y up)."""
 
 # every key the example understands, with its default (frame_view is checked by FrameViewCfg itself)
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -213,6 +227,30 @@ def backend_args(view_cfg: fv.FrameViewCfg) -> dict[str, Any]:
 # ---------------------------------------------------------------- the loop
 
 
+def expected_cameras(
+    robot_pos: np.ndarray, robot_quat: np.ndarray, scene: dict[str, Any], convention: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """--check's truth, in float64 with pxr Gf: the world poses of the cameras of robots at ``robot_pos`` (M, 3) /
+    ``robot_quat`` (M, 4) xyzw, in ``convention``: the camera's offset composed with its robot's pose."""
+    offset = np.array([float(v) for v in scene["camera_offset"]])
+    local = np.array(Gf.Matrix3d(camera_orientation(float(scene["camera_pitch_deg"]))))  # rows: camera axes on robot
+    axes = CONVENTION_AXES[convention] @ local
+    pos, quat = [], []
+    for p, (x, y, z, w) in zip(robot_pos.astype(np.float64), robot_quat.astype(np.float64), strict=True):
+        robot = np.array(Gf.Matrix3d(Gf.Quatd(float(w), float(x), float(y), float(z)).GetNormalized()))
+        pos.append(p + offset @ robot)
+        q = Gf.Matrix3d(*(axes @ robot).ravel().tolist()).ExtractRotation().GetQuat()
+        quat.append([*q.GetImaginary(), q.GetReal()])
+    return np.array(pos).reshape(-1, 3), np.array(quat).reshape(-1, 4)
+
+
+def rotation_angles(got_xyzw: np.ndarray, want_xyzw: np.ndarray) -> np.ndarray:
+    """Angle (radians, float64) of the rotation between each pair of xyzw quaternions (q and -q are one rotation)."""
+    a = got_xyzw / np.linalg.norm(got_xyzw, axis=1, keepdims=True)
+    b = want_xyzw / np.linalg.norm(want_xyzw, axis=1, keepdims=True)
+    return 2.0 * np.arccos(np.clip(np.abs((a * b).sum(axis=1)), 0.0, 1.0))
+
+
 def _clock(device: str) -> float:
     wp.synchronize_device(device)
     return time.perf_counter()
@@ -225,8 +263,9 @@ def _stats_ms(samples: Sequence[float]) -> dict[str, float]:
     return {"median": float(np.median(ms)), "min": float(ms.min()), "max": float(ms.max()), "count": len(ms)}
 
 
-def run(config: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``config``, build the stage and views, run the loop; return the final poses and timings."""
+def run(config: dict[str, Any], check: bool = False) -> dict[str, Any]:
+    """Validate ``config``, build the stage and views, run the loop; return the final poses and timings (and, with
+    ``check``, the largest differences of every camera read from :func:`expected_cameras`)."""
     merged, view_cfg = resolve_config(config)  # before any stage work: a bad backend fails here
     env, scene, convention = merged["env"], merged["scene"], merged["camera"]["convention"]
     num_envs, steps = int(env["num_envs"]), int(env["steps"])
@@ -263,6 +302,22 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         phase = rng.uniform(0.0, 2.0 * np.pi, size=num_envs)
         dt = float(env["dt"])
 
+        # once, not timed: the first call of each kind compiles (or loads) Warp's kernels; the robots keep their poses
+        written_pos, written_quat = (a.numpy().astype(np.float32) for a in robots.get_world_poses())
+        robots.set_world_poses(written_pos, written_quat)
+        first = np.zeros(1, dtype=np.int32)
+        robots.set_world_poses(written_pos[first], written_quat[first], indices=first)
+        cams.read(first, convention=convention)
+        cams.read(convention=convention)
+        pos_errors: list[float] = []
+        angle_errors: list[float] = []
+
+        def compare(env_ids: np.ndarray | None, cam_pos: wp.array, cam_quat: wp.array) -> None:
+            rows = slice(None) if env_ids is None else env_ids
+            want_pos, want_quat = expected_cameras(written_pos[rows], written_quat[rows], scene, convention)
+            pos_errors.append(float(np.linalg.norm(cam_pos.numpy() - want_pos, axis=1).max()))
+            angle_errors.append(float(rotation_angles(cam_quat.numpy().astype(np.float64), want_quat).max()))
+
         reset_pos = np.full((num_envs, 3), np.nan, dtype=np.float32)  # last camera pose read on each env's reset
         reset_quat = np.full((num_envs, 4), np.nan, dtype=np.float32)
         step_s, reset_write_s, reset_read_s, reset_sizes = [], [], [], []
@@ -272,6 +327,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             start = _clock(device)
             robots.set_world_poses(pos, quat)
             step_s.append(_clock(device) - start)
+            written_pos, written_quat = pos, quat
 
             env_ids = np.flatnonzero(rng.random(num_envs) < float(env["reset_probability"])).astype(np.int32)
             if env_ids.size == 0:
@@ -284,6 +340,10 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             mid = _clock(device)
             cam_pos, cam_quat = cams.read(env_ids, convention=convention)
             end = _clock(device)
+            written_pos, written_quat = written_pos.copy(), written_quat.copy()
+            written_pos[env_ids], written_quat[env_ids] = pos, quat
+            if check:
+                compare(env_ids, cam_pos, cam_quat)
             reset_write_s.append(mid - start)
             reset_read_s.append(end - mid)
             reset_sizes.append(int(env_ids.size))
@@ -293,6 +353,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         start = _clock(device)
         final_pos, final_quat = cams.read(convention=convention)
         t_read_all = _clock(device) - start
+        if check:
+            compare(None, final_pos, final_quat)
         result = {
             "backend": cameras.backend,
             "device": device,
@@ -312,6 +374,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
                 "read_all": t_read_all * 1e3,
             },
             "reset_envs_per_step": float(np.mean(reset_sizes)) if reset_sizes else 0.0,
+            "camera_reads_checked": len(pos_errors),
+            "position_error_m": max(pos_errors) if pos_errors else None,
+            "orientation_error_rad": max(angle_errors) if angle_errors else None,
             "stage": stage,
         }
     return result
@@ -320,20 +385,35 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- CLI
 
 
-def dump(result: dict[str, Any], path: str | Path) -> None:
-    """Write the final camera poses: ``.npy`` (N, 7) float32 ``[px, py, pz, qx, qy, qz, qw]``, or ``.json``."""
+def dump(result: dict[str, Any], path: str | Path) -> str:
+    """Write the final camera poses, one per env in env order, and return a line that says what was written.
+
+    ``.npy``: an (N,) array of records whose fields name the columns (:data:`DUMP_FIELDS`: ``px, py, pz`` the world
+    position in stage units, ``qx, qy, qz, qw`` the xyzw orientation in the camera convention), float32 each; read it
+    with ``np.load(path)["px"]``, or ``numpy.lib.recfunctions.structured_to_unstructured`` for an (N, 7) array.
+    ``.json``: the same with the run's backend, convention, sizes and timings.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    n = len(result["positions"])
+    what = (f"{n} camera poses (env order): position px py pz (world frame, stage units), orientation qx qy qz qw "
+            f"(xyzw, {result['convention']!r} camera convention)")  # fmt: skip
     if path.suffix.lower() == ".npy":
-        np.save(path, np.concatenate([result["positions"], result["orientations"]], axis=1))
-    elif path.suffix.lower() == ".json":
+        columns = np.concatenate([result["positions"], result["orientations"]], axis=1)
+        records = np.empty(n, dtype=[(name, np.float32) for name in DUMP_FIELDS])
+        for k, name in enumerate(DUMP_FIELDS):
+            records[name] = columns[:, k]
+        np.save(path, records)
+        return f"  {path}: {what}, an (N,) array of records with those fields"
+    if path.suffix.lower() == ".json":
         keys = ("backend", "device", "convention", "num_envs", "steps", "timings_ms")
         payload = {k: result[k] for k in keys}
+        payload["columns"] = what
         payload["positions"] = result["positions"].tolist()
         payload["orientations_xyzw"] = result["orientations"].tolist()
         path.write_text(json.dumps(payload, indent=1))
-    else:
-        raise ValueError(f"--dump: expected a .npy or .json path, got {str(path)!r}")
+        return f"  {path}: {what}, with the run's backend, convention and timings"
+    raise ValueError(f"--dump: expected a .npy or .json path, got {str(path)!r}")
 
 
 def summary(result: dict[str, Any]) -> str:
@@ -373,9 +453,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dump", help="write the final camera poses to this .npy or .json file (e.g. out/poses.npy, git-ignored)"
     )
-    parser.add_argument("--quiet", action="store_true", help="print nothing")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"compare every camera read with float64 truth; exit 1 beyond {POSITION_TOLERANCE_M:g} m or "
+        f"{ORIENTATION_TOLERANCE_RAD:g} rad",
+    )
+    parser.add_argument("--quiet", action="store_true", help="print nothing but a failed check")
     parser.add_argument("--verbose", action="store_true", help="leave Warp's start-up and kernel-load messages on")
     return parser
+
+
+def verdict(what: str, largest: float, tolerance: float, unit: str, quiet: bool) -> bool:
+    """Print one check's result (its tolerance and unit, then passed or FAILED; FAILED even when ``quiet``)."""
+    passed = bool(largest <= tolerance)
+    line = f"check: {what}: largest difference {largest:.3g} {unit} (tolerance {tolerance:g} {unit}): "
+    line += "passed" if passed else "FAILED"
+    if not quiet or not passed:
+        print(line, file=sys.stdout if passed else sys.stderr)
+    return passed
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -393,14 +489,37 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     for flag, key in ((args.envs, "num_envs"), (args.steps, "steps"), (args.seed, "seed")):
         if flag is not None:
             config.setdefault("env", {})[key] = flag
-    result = run(config)
-    if args.dump:
-        dump(result, args.dump)
+    result = run(config, check=args.check)
+    written = dump(result, args.dump) if args.dump else None
     if not args.quiet:
         print(summary(result))
-        if args.dump:
-            print(f"  final camera poses written to {args.dump}")
+        if written:
+            print(written)
+    result["check_passed"] = None
+    if args.check:
+        reads = f"{result['camera_reads_checked']} camera reads vs float64 truth"
+        result["check_passed"] = all(  # both verdicts printed
+            [
+                verdict(f"{reads}, positions", result["position_error_m"], POSITION_TOLERANCE_M, "m", args.quiet),
+                verdict(
+                    f"{reads}, orientations (rotation angle)",
+                    result["orientation_error_rad"],
+                    ORIENTATION_TOLERANCE_RAD,
+                    "rad",
+                    args.quiet,
+                ),
+            ]
+        )
     return result
+
+
+def exit_status(argv: Sequence[str]) -> int | str:
+    """The command line's exit status: 0, 1 when a ``--check`` failed, or the error message of a bad argument."""
+    try:
+        outcome = main(argv)
+    except (ValueError, ImportError) as exc:
+        return f"reset_env: error: {exc}"
+    return 1 if outcome["check_passed"] is False else 0
 
 
 if __name__ == "__main__":
@@ -408,7 +527,4 @@ if __name__ == "__main__":
     from _warp_quiet import quiet_warp  # beside this file
 
     quiet_warp(verbose="--verbose" in sys.argv[1:], announce="--quiet" not in sys.argv[1:])
-    try:
-        main()
-    except (ValueError, ImportError) as exc:
-        sys.exit(f"reset_env: error: {exc}")
+    sys.exit(exit_status(sys.argv[1:]))

@@ -127,7 +127,8 @@ def test_overrides_parse_values(example: ModuleType):
 
 
 def test_json_config_and_dumps(example: ModuleType, tmp_path: Path):
-    """A JSON config works without PyYAML; --dump writes (N, 7) .npy and a .json with the same poses."""
+    """A JSON config works without PyYAML; --dump writes an .npy of records whose fields name the columns (px ... qw)
+    and a .json with the same poses and a description of the columns."""
     config = {
         "env": {"num_envs": 9, "steps": 3, "seed": 1, "reset_probability": 0.5},
         "camera": {"convention": "world"},
@@ -136,13 +137,16 @@ def test_json_config_and_dumps(example: ModuleType, tmp_path: Path):
     path = tmp_path / "env.json"
     path.write_text(json.dumps(config))
     result = example.main(["--config", str(path), "--quiet", "--dump", str(tmp_path / "poses.npy")])
-    poses = np.load(tmp_path / "poses.npy")
-    assert poses.shape == (9, 7) and poses.dtype == np.float32
+    records = np.load(tmp_path / "poses.npy")
+    assert records.shape == (9,) and records.dtype.names == ("px", "py", "pz", "qx", "qy", "qz", "qw")
+    poses = np.stack([records[name] for name in records.dtype.names], axis=1)
+    assert poses.dtype == np.float32
     np.testing.assert_array_equal(poses[:, :3], result["positions"])
     np.testing.assert_array_equal(poses[:, 3:], result["orientations"])
     example.main(["--config", str(path), "--quiet", "--dump", str(tmp_path / "poses.json")])
     dumped = json.loads((tmp_path / "poses.json").read_text())
     assert dumped["convention"] == "world" and dumped["num_envs"] == 9
+    assert "orientation qx qy qz qw (xyzw, 'world' camera convention)" in dumped["columns"]
     np.testing.assert_allclose(dumped["positions"], poses[:, :3])
     np.testing.assert_allclose(dumped["orientations_xyzw"], poses[:, 3:])
 
@@ -168,4 +172,35 @@ def test_cli_subprocess(needs_yaml: None, tmp_path: Path):
     )
     assert ok.returncode == 0, ok.stderr
     assert "per reset, camera pose read" in ok.stdout
-    assert np.load(tmp_path / "p.npy").shape == (8, 7)
+    assert np.load(tmp_path / "p.npy").shape == (8,)
+    assert f"{tmp_path / 'p.npy'}: 8 camera poses (env order): position px py pz" in ok.stdout
+
+
+def small_config(tmp_path: Path, backend: str = "fabric") -> str:
+    """A JSON config (no PyYAML needed) of 9 envs and 4 steps, every env likely to reset."""
+    config = {
+        "env": {"num_envs": 9, "steps": 4, "seed": 2, "reset_probability": 0.5},
+        "frame_view": {"backend": backend, "device": "cpu", "prim_path": "/World/envs/env_.*/Robot/Camera"},
+    }
+    path = tmp_path / f"{backend}.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+@pytest.mark.parametrize("backend", ["usd", "fabric"])
+def test_check_states_tolerances_and_passes(example: ModuleType, tmp_path: Path, capsys, backend: str):
+    """--check compares every camera read with the float64 truth and prints each verdict with its tolerance and unit."""
+    assert example.exit_status(["--config", small_config(tmp_path, backend), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "positions: largest difference" in out and "(tolerance 0.0001 m): passed" in out
+    assert "orientations (rotation angle): largest difference" in out and "(tolerance 1e-05 rad): passed" in out
+
+
+def test_check_fails_on_wrong_poses(example: ModuleType, tmp_path: Path, capsys, monkeypatch):
+    """A camera read that disagrees with the truth (here the truth's ROS axes flipped) prints FAILED, even with
+    --quiet, and the exit status is 1."""
+    monkeypatch.setitem(example.CONVENTION_AXES, "ros", np.diag([-1.0, 1.0, -1.0]))
+    assert example.exit_status(["--config", small_config(tmp_path), "--check", "--quiet"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "orientations (rotation angle): largest difference 3.14 rad (tolerance 1e-05 rad): FAILED" in captured.err

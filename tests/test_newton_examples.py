@@ -56,7 +56,9 @@ def test_newton_cameras_example() -> None:
     example = load("newton_cameras")
     result = example.main(["--envs", "8", "--steps", "40", "--reset-probability", "0.2", "--check", "--quiet"])
     assert result["camera_reads_on_reset"] > 0
-    assert result["max_error"] < 1e-5
+    assert result["check_passed"] is True
+    assert result["position_error_m"] < example.POSITION_TOLERANCE_M
+    assert result["orientation_error_rad"] < example.ORIENTATION_TOLERANCE_RAD
     assert result["final_heights"].min() < 5.3  # a camera starts 5.3 m up (reset ones 3.3-6.3 m): some have fallen
 
 
@@ -67,6 +69,19 @@ def test_newton_robots_example() -> None:
     example = load("newton_robots")
     result = example.main(["--envs", "6", "--steps", "20", "--reset-probability", "0.2", "--check", "--quiet"])
     assert result["resets"] > 0
-    assert result["max_error"] == 0.0
+    assert result["max_error"] == 0.0 and result["check_passed"] is True
     assert result["names"] == tuple(f"leg{g}_joint{k}" for g in range(4) for k in range(3))
     assert result["positions"].shape == (6, 12)
+
+
+def test_newton_robots_check_fails_on_wrong_readings(monkeypatch, capsys) -> None:
+    """examples/newton_robots.py --check: readings compared with the wrong DOFs of Newton's arrays print FAILED with
+    the tolerance and unit, and the exit status is 1."""
+    newton_module()
+    example = load("newton_robots")
+    right = example.dof_tables
+    monkeypatch.setattr(example, "dof_tables", lambda model: tuple(np.roll(t, 1, axis=1) for t in right(model)))
+    assert example.exit_status(["--envs", "2", "--steps", "3", "--check", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "joint positions vs Newton's joint_q over 3 steps, 2 envs: largest difference" in err
+    assert "(tolerance 1e-06 rad): FAILED" in err

@@ -43,6 +43,7 @@ def test_quickstart_runs(tmp_path: Path) -> None:
     assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
     assert "fabric [[0.0, 5.0, 1.5], [1.0, 5.0, 1.5]]" in run.stdout, run.stdout
     assert "usd [[0.0, 5.0, 1.5], [1.0, 5.0, 1.5]]" in run.stdout, run.stdout
+    assert run.stdout.rstrip().endswith("ok: the fabric and usd backends read the same camera poses"), run.stdout
 
 
 def test_quickstart_file_is_the_readme_block() -> None:
