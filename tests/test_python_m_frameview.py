@@ -101,4 +101,31 @@ def test_every_backend_and_provider_is_reported_usable_or_not() -> None:
     for name in [*fv.available_backends(), "memory", "ovstage", "usdrt"]:
         line = next(x for x in body.splitlines() if x.strip().startswith(f"{name} "))
         assert "usable" in line, line
-    assert "compiles frameview's kernels on first use" in text
+    assert text.splitlines()[-1].startswith("kernels: ")  # compiled on first use, or in Warp's cache
+
+
+def test_physics_views_are_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report has a section for PhysicsViewCfg.backend naming newton and ovphysx, usable or not with the reason
+    and what to install, and ovphysx in its package line."""
+    real = cli._try_import
+    missing = "ImportError: the ovphysx physics views need ovphysx: install with pip install --no-deps ovphysx"
+    monkeypatch.setattr(cli, "_try_import", lambda m: missing if m == "frameview.ovphysx.bodies" else real(m))
+    text = cli.report()
+    lines = text.splitlines()
+    assert "physics views (PhysicsViewCfg.backend):" in lines
+    assert "ovphysx" in lines[1] and ("ovphysx: not installed" in lines[1] or "ovphysx 0" in lines[1])
+    at = next(k for k, x in enumerate(lines) if x.strip().startswith("ovphysx "))
+    assert lines[at].endswith(f"not usable here: {missing}")
+    assert "to get it: install frameview[ovstage] and ovphysx" in lines[at + 1]
+    newton = next(x for x in lines[lines.index("physics views (PhysicsViewCfg.backend):"):] if "newton " in x)
+    assert "newton.Model" in newton
+
+
+def test_kernel_line_follows_the_cache(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The kernels line says they compile on first use only while Warp's cache holds none of frameview's."""
+    import warp as wp
+
+    monkeypatch.setattr(wp.config, "kernel_cache_dir", str(tmp_path))
+    assert cli.kernel_cache_line().startswith("kernels: Warp compiles frameview's on first use")
+    (tmp_path / "wp_frameview.kernels.transforms_0123abc").mkdir()
+    assert cli.kernel_cache_line().startswith(f"kernels: Warp's cache ({tmp_path}) holds frameview's compiled kernels")

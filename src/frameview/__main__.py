@@ -2,7 +2,8 @@
 """``python -m frameview``: what this machine can run.
 
 Prints the version, the registered backends, the Fabric providers that can load here (and why the others cannot),
-and the Warp devices, so that a user knows which ``FrameViewCfg`` values will work before building a stage.
+the engines of the typed physics views, the Warp devices and whether Warp's kernel cache holds frameview's kernels, so
+that a user knows which ``FrameViewCfg`` and ``PhysicsViewCfg`` values will work before building a stage.
 """
 
 from __future__ import annotations
@@ -48,7 +49,19 @@ _BACKENDS = {
     ),
 }
 
-_PACKAGES = ("warp-lang", "numpy", "usd-core", "usd-exchange", "ovstage", "newton", "torch", "isaaclab")
+_PACKAGES = ("warp-lang", "numpy", "usd-core", "usd-exchange", "ovstage", "ovphysx", "newton", "torch", "isaaclab")
+
+# physics engine -> (what its views read, frameview's module that loads it)
+_PHYSICS = {
+    "newton": (
+        "rigid bodies and articulations of a newton.Model (model=, state=, control=)",
+        "frameview.newton.bodies",
+    ),
+    "ovphysx": (
+        "rigid bodies and articulations of an ovphysx.PhysX scene on an ovstage.Stage (physx=, stage=)",
+        "frameview.ovphysx.bodies",
+    ),
+}
 
 # distributions that install a pxr package, and what they are
 _PXR_DISTRIBUTIONS = {
@@ -142,6 +155,10 @@ def report(verbose: bool = False) -> str:
             why = _try_import(module)
             if why is not None:
                 cannot[module] = why
+        for _what, module in _PHYSICS.values():  # frameview's own modules: their errors say what to install
+            why = _try_import(module)
+            if why is not None:
+                cannot[module] = why
     warp_said = said
     if "ovstage" not in cannot and (too_old := _ovstage_problem()) is not None:
         cannot["ovstage"] = too_old
@@ -150,13 +167,31 @@ def report(verbose: bool = False) -> str:
     lines += ["", f"pxr: {provider}"]
     if problem is not None:
         lines.append(f"  problem: {problem}")
-    lines += _backend_lines(cannot) + _provider_lines(cannot) + _device_lines(warp_error, warp_said)
+    lines += _backend_lines(cannot) + _provider_lines(cannot) + _physics_lines(cannot)
+    lines += _device_lines(warp_error, warp_said)
     if warp_said and verbose is False:
         others = [line for line in warp_said if "driver" not in line.lower()]
         if others:
             lines += ["", "printed while loading the packages above:", *(f"  {line}" for line in others)]
-    lines += ["", "Warp compiles frameview's kernels on first use (about 18 s on a CPU, once; then cached)."]
+    if warp_error is None:
+        lines += ["", kernel_cache_line()]
     return "\n".join(lines)
+
+
+def kernel_cache_line() -> str:
+    """Whether Warp's kernel cache holds frameview's compiled kernels (``wp_frameview.*`` entries), or the first use
+    compiles them."""
+    import warp as wp
+
+    cache = Path(str(getattr(wp.config, "kernel_cache_dir", "") or ""))
+    try:
+        cached = cache.is_dir() and any(p.name.startswith("wp_frameview.") for p in cache.iterdir())
+    except OSError:
+        cached = False
+    if cached:
+        return (f"kernels: Warp's cache ({cache}) holds frameview's compiled kernels: a first use loads them (a "
+                "kernel module changed since it was compiled compiles again)")  # fmt: skip
+    return f"kernels: Warp compiles frameview's on first use (about 18 s on a CPU, once; then cached in {cache})"
 
 
 def _backend_lines(cannot: dict[str, str]) -> list[str]:
@@ -195,6 +230,24 @@ def _provider_lines(cannot: dict[str, str]) -> list[str]:
             lines.append(f"  {name:<8} usable: {what}{version}")
     auto = "usdrt" if "usdrt" not in cannot else "memory"
     lines.append(f"  {'auto':<8} picks {auto} for a pxr stage here, ovstage for an ovstage.Stage (and logs its choice)")
+    return lines
+
+
+def _physics_lines(cannot: dict[str, str]) -> list[str]:
+    """The typed physics views' section: each engine usable or not, with the reason and what to install."""
+    from .physics.config import PHYSICS_BACKENDS
+
+    lines = ["", "physics views (PhysicsViewCfg.backend):"]
+    for name, (what, module) in _PHYSICS.items():
+        install = PHYSICS_BACKENDS[name][3]
+        if module in cannot:
+            lines.append(f"  {name:<8} not usable here: {cannot[module]}")
+            lines.append(f"  {'':<8} {what}; to get it: install {install}")
+        elif name == "ovphysx" and (too_old := _ovstage_problem()) is not None:
+            lines.append(f"  {name:<8} not usable here: {too_old}")
+        else:
+            version = f" ({name} {_version(name)})" if _version(name) else ""
+            lines.append(f"  {name:<8} usable: {what}{version}")
     return lines
 
 
