@@ -320,7 +320,8 @@ class BaseFrameView(abc.ABC):
         if rows.count == 0 or all(c is None for c in coerced):
             return
         write(rows, *coerced)
-        self._settle_rows(rows, call, now=rows.checked and all(host for _array, host in pairs))
+        data = {name: array for (_value, name, _dtype), array in zip(values, coerced, strict=True)}
+        self._settle_rows(rows, call, now=rows.checked and all(host for _array, host in pairs), data=data)
 
     def _apply_write(self, space: str, write: PendingWrite) -> None:
         """Run one validated write through the backend and settle its errors."""
@@ -431,9 +432,11 @@ class BaseFrameView(abc.ABC):
         self._check_open()
         self._errors.check(self._status_error("an earlier call", None))
 
-    def _settle_rows(self, rows: Rows, call: str, now: bool = False) -> None:
-        # device-row backends end each call that can fail with the status copy (in its graph where it has one)
-        self._errors.settle(status_error(call, rows, self._prim_paths), now=now, published=self._device_rows)
+    def _settle_rows(self, rows: Rows, call: str, now: bool = False, data: dict[str, Any] | None = None) -> None:
+        # device-row backends end each call that can fail with the status copy (in its graph where it has one); the
+        # call's data names the bad values when the error is raised by the call itself
+        data = data if now or not self._errors.deferred else None
+        self._errors.settle(status_error(call, rows, self._prim_paths, data), now=now, published=self._device_rows)
 
     def _status_error(self, call: str, rows: Rows | None) -> Callable[[int], Exception]:
         """A factory: status word -> the exception naming the argument, row, index or prim (:func:`status_error`)."""

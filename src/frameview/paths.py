@@ -47,6 +47,12 @@ logger = logging.getLogger(__name__)
 # A component containing any of these characters is compiled as a regular expression.
 _REGEX_METACHARACTERS = frozenset(".^$*+?{}[]\\|()")
 
+_PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+"""A ``{NAME}`` template placeholder (Isaac Lab's ``{ENV_REGEX_NS}``), never a regex quantifier such as ``{2}``."""
+
+_GLOB_STAR = re.compile(r"(?<![.\]\)\\])\*")
+"""A ``*`` that repeats neither ``.``, a class, a group nor an escape: as a glob wildcard would be written."""
+
 _VISIBILITY_HINT = (
     "regex components must match whole prim names; only active, defined, loaded, non-abstract prims that are "
     "not instance proxies are considered"
@@ -204,6 +210,16 @@ def _parse_pattern(pattern: str, name: str) -> tuple[tuple[str, re.Pattern[str] 
         The groups in order: ``(literal_suffix, None)`` for a run of consecutive literal components
         (``literal_suffix`` is ``"/A/B"``), ``(component, compiled)`` for a regex component.
     """
+    placeholder = _PLACEHOLDER.search(pattern)
+    if placeholder is not None:
+        found = placeholder.group(0)
+        how = "expand it (str.format) before building the view"
+        if found == "{ENV_REGEX_NS}":
+            expanded = pattern.replace(found, "/World/envs/env_.*").replace("//", "/")
+            how = ("Isaac Lab expands it to '/World/envs/env_.*' when it builds the scene: expand it first, e.g. "
+                   f"{expanded!r}")  # fmt: skip
+        raise ValueError(f"{name}: {pattern!r} holds the unexpanded placeholder {found} (frameview takes prim paths as "
+                         f"they are on the stage); {how}")  # fmt: skip
     if not pattern.startswith("/"):
         raise ValueError(
             f"{name}: expected an absolute prim path starting with '/', got {pattern!r}; "
@@ -233,7 +249,7 @@ def _parse_pattern(pattern: str, name: str) -> tuple[tuple[str, re.Pattern[str] 
         except re.error as exc:
             raise ValueError(
                 f"{name}: component {level} {component!r} of {pattern!r} is not a valid regular expression "
-                f"({exc}); fix it, or escape the metacharacters"
+                f"({exc}){_glob_hint(component)}; fix it, or escape the metacharacters"
             ) from None
         if literal_run:
             groups.append(("/" + "/".join(literal_run), None))
@@ -242,6 +258,15 @@ def _parse_pattern(pattern: str, name: str) -> tuple[tuple[str, re.Pattern[str] 
     if literal_run:
         groups.append(("/" + "/".join(literal_run), None))
     return tuple(groups)
+
+
+def _glob_hint(component: str) -> str:
+    """For a component written as a glob (``env_*``): `` (... write 'env_.*')``, else ``""``."""
+    if not _GLOB_STAR.search(component):
+        return ""
+    regex = _GLOB_STAR.sub(".*", component)
+    return (f" ({component!r} reads as a glob, but components are regular expressions, where '*' repeats what comes "
+            f"before it: write {regex!r})")  # fmt: skip
 
 
 def _no_match_error(name: str, pattern: str, tree: PrimTree, matches: list[str], level: int, group: str) -> ValueError:
@@ -257,7 +282,7 @@ def _no_match_error(name: str, pattern: str, tree: PrimTree, matches: list[str],
             matches, level = deeper, base_level + depth
         missing = f"child named {components[level]!r}"
     else:
-        missing = f"child whose name matches {components[level]!r}"
+        missing = f"child whose name matches {components[level]!r}{_glob_hint(components[level])}"
     if level == 0:
         where = f"the stage root has no {missing}"
     elif len(matches) == 1:

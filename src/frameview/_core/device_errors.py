@@ -12,7 +12,7 @@ argument, row, index or prim.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -294,8 +294,28 @@ _FIRST_ARGUMENT = {
 """The non-orientation argument of each setter, named in device-side value errors."""
 
 
-def status_error(call: str, rows: Rows | None, prim_paths: tuple[str, ...]) -> Callable[[int], Exception]:
-    """A factory: status word -> the exception naming the argument, row, index or prim (``prim_paths``: the view's)."""
+def _bad_values(data: Mapping[str, wp.array] | None, names: tuple[str, ...], row: int) -> tuple[str, str] | None:
+    """The first of ``names`` whose array in ``data`` has row ``row``, and that row's values (``" [x, y, z]"``), when
+    the call's data is known (the error is raised by the call itself); ``None`` otherwise."""
+    for name in names:
+        array = None if data is None else data.get(name)
+        if array is None or not 0 <= row < array.shape[0]:
+            continue
+        values = np.asarray(to_numpy(array)[row], dtype=np.float64).reshape(-1)
+        if name != "orientations" and len(names) > 1 and np.isfinite(values).all():
+            continue  # not the argument holding the non-finite value
+        return name, f" {values.tolist()}"
+    return None
+
+
+def status_error(
+    call: str, rows: Rows | None, prim_paths: tuple[str, ...], data: Mapping[str, wp.array] | None = None
+) -> Callable[[int], Exception]:
+    """A factory: status word -> the exception naming the argument, row, index or prim (``prim_paths``: the view's).
+
+    ``data``: the call's data arrays by argument name, when the error is raised by the call itself (they still hold
+    its values): a bad value's message then shows them, as the host checks' messages do.
+    """
     count = len(prim_paths)
 
     def make(value: int) -> Exception:
@@ -314,13 +334,13 @@ def status_error(call: str, rows: Rows | None, prim_paths: tuple[str, ...]) -> C
                 f"indices: index {index} appears more than once in a write ({call}); expected each index at most "
                 f"once (drop the duplicates and their rows); {written}"
             )
-        if code == int(CODE_VALUE_NOT_FINITE):
-            name = _FIRST_ARGUMENT.get(call, "values")
-            return ValueError(f"{name}: row {row} holds a non-finite value ({call}); {written}")
-        if code == int(CODE_QUAT_NOT_FINITE):
-            return ValueError(f"orientations: row {row} holds a non-finite value ({call}); {written}")
-        if code == int(CODE_ZERO_QUATERNION):
-            return ValueError(f"orientations: row {row} holds a zero-norm quaternion ({call}); {written}")
+        if code in (int(CODE_VALUE_NOT_FINITE), int(CODE_QUAT_NOT_FINITE), int(CODE_ZERO_QUATERNION)):
+            name = "orientations" if code != int(CODE_VALUE_NOT_FINITE) else _FIRST_ARGUMENT.get(call, "values")
+            what = "a zero-norm quaternion" if code == int(CODE_ZERO_QUATERNION) else "a non-finite value"
+            known = _bad_values(data, (name,) if name != "values" else tuple(data or ()), row)
+            if known is not None:  # as the host checks say it
+                return ValueError(f"{known[0]}: row {row} holds {what}{known[1]}; {written}")
+            return ValueError(f"{name}: row {row} holds {what} ({call}); {written}")
         prim = prim_paths[index] if 0 <= index < count else f"<row {row}>"
         if code == int(CODE_SINGULAR_PARENT):
             return ValueError(

@@ -69,7 +69,7 @@ def float32_rows(value: Any, name: str, width: int, device: Any, device_rows: bo
     """Any accepted array type -> (float32 rows of shape (M, width), whether it came from the host): a Warp array,
     zero-copy when possible, or, for a CUDA view (``device``), host data as NumPy (the caller stages it).
     ``device_rows``: the view's kernels check device data (a CPU Warp array then counts as device data)."""
-    expected = f"(M, {width}) float32/float64"
+    expected = f"(M, {width}) floating-point"
     if isinstance(value, wp.array):
         value, from_host = _warp_float32_rows(value, name, width, expected, device, device_rows)
     elif is_torch_tensor(value):
@@ -100,7 +100,12 @@ def _warp_float32_rows(
         if value.dtype == wp.float64 or not value.is_contiguous:
             return to_numpy(value).astype(np.float32), True
     else:
-        raise TypeError(f"{name}: expected {expected} data, got a Warp array of dtype {value.dtype}")
+        kinds = "vec3f/vec3d" if width == 3 else "quatf/quatd/vec4f/vec4d"
+        numeric = wp.types.type_is_int(value.dtype) or value.dtype == wp.bool
+        raise TypeError(
+            f"{name}: expected {expected} data (a Warp array of float32/float64, or (M,) {kinds}), got a Warp array "
+            f"of dtype {wp.types.type_repr(value.dtype)}{_integer_hint(numeric)}"
+        )
     return value, from_host
 
 
@@ -116,7 +121,10 @@ def wait_for_producer(array: wp.array) -> None:
 def _torch_float32_rows(value: Any, name: str, width: int, expected: str) -> tuple[wp.array, bool]:
     """A torch tensor -> (a float32 wp.array2d over it, whether it came from the host)."""
     if not value.is_floating_point():
-        raise TypeError(f"{name}: expected {expected} data, got a torch tensor of dtype {value.dtype}")
+        raise TypeError(
+            f"{name}: expected {expected} data (float16, bfloat16, float32 or float64), got a torch tensor of dtype "
+            f"{value.dtype}{_integer_hint(True)}"
+        )
     from_host = str(value.device) == "cpu"
     value = value.detach()
     value = value.to(dtype=sys.modules["torch"].float32).contiguous()
@@ -132,8 +140,18 @@ def _host_float32_rows(value: Any, name: str, expected: str) -> np.ndarray:
     except ValueError as exc:  # ragged nested lists
         raise ValueError(f"{name}: expected {expected} data, got a ragged {type(value).__name__}") from exc
     if host.dtype.kind != "f":
-        raise TypeError(f"{name}: expected {expected} data, got dtype {host.dtype}")
+        raise TypeError(
+            f"{name}: expected {expected} data (float16, float32 or float64), got dtype {host.dtype}"
+            f"{_integer_hint(host.dtype.kind in 'iub')}"
+        )
     return np.ascontiguousarray(host, dtype=np.float32)
+
+
+def _integer_hint(numeric: bool) -> str:
+    """What to do with integer or boolean data (refused rather than guessed at)."""
+    if not numeric:
+        return ""
+    return "; integers and booleans are not converted: pass floats (np.asarray(x, np.float32), tensor.float())"
 
 
 def width_of(dtype: Any) -> int:

@@ -120,7 +120,9 @@ class FabricWriter:
                 )
                 if plan is None:  # providers that update the hierarchy on the host: settle, then hand the slots over
                     call = "set_local_scales" if scale is not None else ("set_world" if in_world else "set_local")
-                    self._errors.settle(status_error(call, rows, data.prim_paths), now=True)
+                    first = "positions" if in_world else ("scales" if scale is not None else "translations")
+                    values = {first: pos, "orientations": quat} if scale is None else {"scales": scale}
+                    self._errors.settle(status_error(call, rows, data.prim_paths, values), now=True)
                     slots = to_numpy(written)
                     slots = slots[slots >= 0]
                     if slots.size:

@@ -179,6 +179,12 @@ class NewtonRigidBodyView(_NewtonSource, RigidBodyView):
         self._accelerations = None
 
 
+_LINK_HINT = (
+    "a rigid body (a link), not an articulation root: read links with a rigid-body view (make_rigid_body_view, "
+    "NewtonRigidBodyView), or name the articulation root (model.articulation_label) for an articulation view"
+)
+
+
 def _device(model: Any, device: str | None) -> Any:
     model_device = wp.get_device(model.device)
     if device is not None and wp.get_device(device) != model_device:
@@ -232,7 +238,8 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
         engine = NewtonEngine(f"NewtonArticulationView({prim_path!r})", model, state, control, forward)
         current = engine.model
         art_labels = _labels(current, "articulation")
-        rows = match_labels(prim_path, art_labels, "Newton articulations (model.articulation_label)")
+        rows = match_labels(prim_path, art_labels, "Newton articulations (model.articulation_label)",
+                            elsewhere=(lambda: _labels(current, "body"), _LINK_HINT))  # fmt: skip
         topo = _Topology(current)
         layouts = [topo.layout(a, art_labels[a]) for a in rows]
         first = layouts[0]

@@ -46,6 +46,12 @@ _EFFORT_SOURCE = (
 )
 
 
+_LINK_HINT = (
+    "an articulation link, not an articulation root: read links with a rigid-body view (make_rigid_body_view, "
+    "OvPhysxRigidBodyView), or name the prim carrying PhysicsArticulationRootAPI for an articulation view"
+)
+
+
 class OvPhysxRigidBodyView(OvPhysxSource, RigidBodyView):
     """Rigid bodies of an ovphysx scene (standalone bodies and articulation links alike), by prim path or pattern.
 
@@ -152,7 +158,8 @@ class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
         art = SimObjectType.ARTICULATION
         labels = natural_order(session_read(physx, art, ["dofCount"])["dofCount"])
         what = "ovphysx articulations (ARTICULATION reads)"
-        paths = [labels[i] for i in match_labels(prim_path, labels, what)]
+        links = (lambda: list(session_read(physx, SimObjectType.ARTICULATION_LINK, ["mass"])["mass"]), _LINK_HINT)
+        paths = [labels[i] for i in match_labels(prim_path, labels, what, elsewhere=links)]
         pd = ovstage.PathDictionary(stage)
         handles = [pd.intern_path(p) for p in paths]
         meta = session_read(physx, art, ["isFixedBase", "dofCount", "linkCount", "dofJointPath", "dofAxisIndex"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -32,6 +33,35 @@ PHYSICS_BACKENDS: dict[str, tuple[str, str, str, str]] = {
     ),
 }
 """Engine name -> (module, rigid-body view class, articulation view class, what to install)."""
+
+_HANDLES = {"model": "newton", "state": "newton", "control": "newton", "physx": "ovphysx"}
+"""An engine handle keyword -> the engine that takes it (for the hint when a config names the other engine)."""
+
+
+def _check_handles(cls: type, backend: str, engine: Mapping[str, Any], options: Mapping[str, Any]) -> None:
+    """A clear ``TypeError`` for engine handles the view's constructor does not take, or required ones missing
+    (instead of Python's ``__init__() got an unexpected keyword argument``)."""
+    params = inspect.signature(cls.__init__).parameters
+    keywords = {n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    required = [n for n in keywords if params[n].default is inspect.Parameter.empty]
+    given = {*engine, *options}
+    unknown = sorted(given - keywords)
+    missing = sorted(n for n in required if n not in given)
+    if not unknown and not missing:
+        return
+    needs = " and ".join(f"{n}=" for n in sorted(required))
+    optional = sorted(keywords - set(required) - {"device", "quat_order"})
+    text = f"PhysicsViewCfg.backend={backend!r} builds {cls.__name__}, which needs {needs}"
+    text += f" (optional: {', '.join(f'{n}=' for n in optional)})" if optional else ""
+    if missing:
+        text += f"; {' and '.join(f'{n}=' for n in missing)} missing"
+    if unknown:
+        text += f"; it takes no {', '.join(f'{n}=' for n in unknown)}"
+        others = sorted({_HANDLES[n] for n in unknown if _HANDLES.get(n, backend) != backend})
+        if others:
+            handles = "engine handles" if len(unknown) > 1 else "engine handle"
+            text += f" ({' / '.join(others)}'s {handles}: set backend={others[0]!r})"
+    raise TypeError(text)
 
 
 @dataclasses.dataclass
@@ -104,6 +134,7 @@ def _make(cfg: PhysicsViewCfg | Mapping[str, Any], which: int, engine: dict[str,
         ) from exc
     cls = getattr(module, classes[which])
     options = dict(cfg.options)
+    _check_handles(cls, cfg.backend, engine, options)
     if cfg.quat_order != "xyzw":
         options.setdefault("quat_order", cfg.quat_order)
     view = cls(cfg.prim_path, device=cfg.device, **engine, **options)

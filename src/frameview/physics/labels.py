@@ -9,7 +9,7 @@ envs).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..paths import resolve_prim_paths
 
@@ -44,13 +44,21 @@ class LabelTree:
         return path in self._children
 
 
-def match_labels(prim_path: str | Sequence[str], labels: Sequence[str], what: str) -> list[int]:
+def match_labels(
+    prim_path: str | Sequence[str],
+    labels: Sequence[str],
+    what: str,
+    elsewhere: tuple[Callable[[], Sequence[str]], str] | None = None,
+) -> list[int]:
     """The indices of the labels that ``prim_path`` names, in match order.
 
     Args:
         prim_path: A path, a pattern or a list of them (as for the frame views).
         labels: The engine's labels, by engine index.
         what: What the labels are, for the error (e.g. ``"Newton articulations (model.articulation_label)"``).
+        elsewhere: ``(other_labels, hint)``: when the pattern matches none of ``labels`` but names some of
+            ``other_labels()`` (another kind of prim, e.g. links for an articulation view; asked on that error only),
+            the error ends with ``hint`` (what to use instead).
 
     Raises:
         ValueError: The pattern matches no labelled prim (the message says what the labels hold), or a matched
@@ -66,7 +74,8 @@ def match_labels(prim_path: str | Sequence[str], labels: Sequence[str], what: st
         paths = resolve_prim_paths(prim_path, LabelTree(list(index)))
     except ValueError as exc:
         sample = ", ".join(repr(label) for label in list(index)[:3])
-        raise ValueError(f"{exc} (matched against the {what}: {len(index)} labels, e.g. {sample})") from None
+        hint = _elsewhere_hint(prim_path, elsewhere)
+        raise ValueError(f"{exc} (matched against the {what}: {len(index)} labels, e.g. {sample}){hint}") from None
     missing = [p for p in paths if p not in index]
     if missing:
         raise ValueError(
@@ -80,6 +89,18 @@ def match_labels(prim_path: str | Sequence[str], labels: Sequence[str], what: st
             "its own label (e.g. the env's prim path)"
         )
     return [index[p] for p in paths]
+
+
+def _elsewhere_hint(prim_path: str | Sequence[str], elsewhere: tuple[Callable[[], Sequence[str]], str] | None) -> str:
+    """``"; " + hint`` when ``prim_path`` names labels of the other kind (``elsewhere``), else ``""``."""
+    if elsewhere is None:
+        return ""
+    other_labels, hint = elsewhere
+    try:
+        found = resolve_prim_paths(prim_path, LabelTree(list(dict.fromkeys(other_labels()))))
+    except ValueError:  # not the other kind either: the error as it is
+        return ""
+    return f"; {found[0]!r} is {hint}" if found else ""
 
 
 def leaf_name(path: str) -> str:
