@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import warp as wp
 
@@ -13,6 +15,7 @@ wp.init()
 
 HAS_CUDA = wp.get_cuda_device_count() > 0
 CUDA_SKIP_REASON = "no CUDA device (wp.get_cuda_device_count() == 0)"
+_CUDA_SKIP_LINE = inspect.currentframe().f_lineno - 1  # type: ignore[union-attr]  # the line above, for -ra
 
 DEVICES = [
     pytest.param("cpu", id="cpu"),
@@ -20,6 +23,25 @@ DEVICES = [
         "cuda:0", id="cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)]
     ),
 ]
+
+
+_CUDA_FOLD_LINE = (
+    "no CUDA device (wp.get_cuda_device_count() == 0): every test or variant that needs one (cuda:0, CUDA graphs, "
+    "several GPUs) is skipped"
+)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    """On a machine without CUDA, report every skip for want of CUDA under one location and reason, so that ``-ra``
+    prints one line with their count instead of one line per test."""
+    outcome = yield
+    if HAS_CUDA:
+        return
+    report = outcome.get_result()
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3 and "cuda" in str(longrepr[2]).lower():
+        report.longrepr = (__file__, _CUDA_SKIP_LINE, _CUDA_FOLD_LINE)
 
 
 @pytest.fixture(params=DEVICES)

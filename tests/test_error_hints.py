@@ -91,9 +91,9 @@ def _newton_robot():
     newton = pytest.importorskip("newton")
     builder = newton.ModelBuilder()
     root = "/World/envs/env_0/Robot"
-    base = builder.add_link(mass=1.0, label=f"{root}/base")
+    base = builder.add_link(mass=1.0, inertia=wp.mat33(np.eye(3) * 0.01), label=f"{root}/base")
     builder.add_shape_box(base, hx=0.1, hy=0.1, hz=0.1)
-    arm = builder.add_link(mass=1.0, label=f"{root}/arm")
+    arm = builder.add_link(mass=1.0, inertia=wp.mat33(np.eye(3) * 0.01), label=f"{root}/arm")
     builder.add_shape_box(arm, hx=0.1, hy=0.1, hz=0.1)
     joints = [builder.add_joint_free(base, label=f"{root}/root_joint"),
               builder.add_joint_revolute(base, arm, axis=(0.0, 1.0, 0.0), label=f"{root}/hinge")]  # fmt: skip

@@ -362,8 +362,8 @@ def test_bad_input_raises_clearly(device: str, sims: dict) -> None:
 
 def test_ball_joint_is_refused(device: str) -> None:
     b = newton.ModelBuilder()
-    a = b.add_link(mass=1.0, label="/World/Doll/torso")
-    c = b.add_link(mass=1.0, label="/World/Doll/head")
+    a = b.add_link(mass=1.0, inertia=wp.mat33(np.eye(3) * 0.01), label="/World/Doll/torso")  # a valid inertia: no
+    c = b.add_link(mass=1.0, inertia=wp.mat33(np.eye(3) * 0.01), label="/World/Doll/head")  # NewtonWarning
     j0 = b.add_joint_free(a, label="/World/Doll/root")
     j1 = b.add_joint_ball(a, c, label="/World/Doll/neck")
     b.add_articulation([j0, j1], label="/World/Doll")

@@ -22,8 +22,8 @@ PLOT_METRICS = (
 
 
 PLOT_TITLES = {
-    "slot_rebuild_children": "Slot rebuild, view-prim table (rebuilt on every access)",
-    "slot_rebuild_parents": "Slot rebuild, parent table (rebuilt on every access)",
+    "slot_rebuild_children": "Per-access lookup of the view's prims in Fabric (slot table rebuilt every access)",
+    "slot_rebuild_parents": "Per-access lookup of their parents in Fabric (slot table rebuilt every access)",
     "first_access": "First access: build the view + one read",
     "get_world_poses": "get_world_poses, every viewed prim",
     "set_world_poses": "set_world_poses, every viewed prim",
