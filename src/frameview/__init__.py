@@ -51,6 +51,12 @@ _LAZY_IMPORTS: dict[str, str] = {
     "NewtonArticulationView": ".newton",
     "OvPhysxRigidBodyView": ".ovphysx",
     "OvPhysxArticulationView": ".ovphysx",
+    "ArrayLike": "._core.array_types",
+    "IndicesLike": "._core.array_types",
+    "MaskLike": "._core.array_types",
+    "BoolsLike": "._core.array_types",
+    "TensorLike": "._core.array_types",
+    "ProxyArrayLike": "._core.array_types",
 }
 
 __all__ = ["__version__", *sorted(_LAZY_IMPORTS)]
@@ -70,6 +76,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static analysers see the real names
+    from ._core.array_types import ArrayLike, BoolsLike, IndicesLike, MaskLike, ProxyArrayLike, TensorLike
     from ._core.host import to_numpy
     from ._core.interop import as_torch
     from .base import BaseFrameView

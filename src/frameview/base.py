@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 import numpy as np
 import warp as wp
 
-from ._core.arguments import Arguments, ArrayLike, IndicesLike, MaskLike
+from ._core.arguments import Arguments
+from ._core.array_types import ArrayLike, BoolsLike, IndicesLike, MaskLike
 from ._core.device_errors import DeviceErrors, status_error
 from ._core.dispatch import POSE_BUFFERS, read_rows, synchronized, write_components
 from ._core.quat_order import XYZW, check_quat_order, quat_order_part
@@ -29,8 +30,9 @@ _ViewT = TypeVar("_ViewT", bound="BaseFrameView")
 class BaseFrameView(abc.ABC):
     """A fixed set of prims whose world and local poses are read and written in bulk.
 
-    Subclasses implement the ``_read_*`` / ``_write_*`` hooks; this class validates every argument once, at the
-    boundary, so that every backend accepts and rejects exactly the same inputs.
+    Every backend's view (:class:`~frameview.FabricFrameView`, :class:`~frameview.UsdFrameView`,
+    :class:`~frameview.NewtonFrameView`) is one: every argument is validated once, at the boundary, here, so that every
+    backend accepts and rejects exactly the same inputs.
 
     Arrays returned by getters are ``wp.array`` on :attr:`device`: positions and scales ``wp.vec3f`` of shape (M,),
     orientations ``wp.quatf`` of shape (M,), **xyzw** (with ``quat_order="wxyz"``: ``wp.vec4f`` holding w, x, y, z).
@@ -117,8 +119,8 @@ class BaseFrameView(abc.ABC):
 
     @property
     def quat_order(self) -> str:
-        """``"xyzw"`` (the default) or ``"wxyz"``: the component order of the orientations the view takes and returns,
-        fixed at construction."""
+        """The component order of the orientations the view takes and returns, ``"xyzw"`` (the default) or
+        ``"wxyz"``, fixed at construction."""
         return XYZW if self._quat_order_part is None else self._quat_order_part.order
 
     @property
@@ -262,7 +264,7 @@ class BaseFrameView(abc.ABC):
 
         ``orientations=None`` keeps each prim's local rotation and scale and solves its local translation only;
         ``positions=None`` keeps its local translation. Exact under any parent whose world matrix is a similarity
-        (uniform scale, mirrors included); see docs/reliability.md for non-uniformly scaled parents.
+        (uniform scale, mirrors included); see :doc:`reliability` for non-uniformly scaled parents.
 
         Args:
             positions: (M, 3) world positions, or ``None`` to keep them.
@@ -270,6 +272,18 @@ class BaseFrameView(abc.ABC):
                 quaternion is rejected), or ``None`` to keep them.
             indices: View indices to write (M of them, each at most once), ``None`` for all.
             mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
+
+        Errors in device inputs on CUDA are found by the kernels: they are raised by the view's next call or by
+        :meth:`check` (:doc:`reliability`); everything else is raised by the call itself.
+
+        Raises:
+            TypeError: Data of another type or dtype than :data:`~frameview.ArrayLike` (integers included), indices
+                that are not integers, a mask that is not boolean, or both ``indices`` and ``mask``.
+            ValueError: Data of the wrong shape, a non-finite value, a zero quaternion, an index given twice, or a
+                prim whose parent's world matrix is singular or whose local matrix has shear (the message names
+                the argument, row or prim); nothing is written.
+            IndexError: An index out of range.
+            RuntimeError: The view is closed, a viewed prim left the stage, or a writer scope of the view is open.
         """
         values = (positions, "positions", wp.vec3f), (orientations, "orientations", wp.quatf)
         self._set(self._write_world_poses, "set_world", indices, mask, *values)
@@ -290,6 +304,10 @@ class BaseFrameView(abc.ABC):
                 normalised here), or ``None``.
             indices: View indices to write (M of them, each at most once), ``None`` for all.
             mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
+
+        Raises:
+            TypeError, ValueError, IndexError, RuntimeError: As :meth:`set_world_poses` (a local write needs no
+                parent inverse: a singular parent is no error here).
         """
         values = (translations, "translations", wp.vec3f), (orientations, "orientations", wp.quatf)
         self._set(self._write_local_poses, "set_local", indices, mask, *values)
@@ -302,6 +320,10 @@ class BaseFrameView(abc.ABC):
             scales: (M, 3) per-axis scales.
             indices: View indices to write (M of them, each at most once), ``None`` for all.
             mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
+
+        Raises:
+            TypeError, ValueError, IndexError, RuntimeError: As :meth:`set_world_poses`; ``scales=None`` is a
+                ``ValueError``.
         """
         if scales is None:
             raise ValueError("scales: expected an (M, 3) array, got None")
@@ -347,13 +369,13 @@ class BaseFrameView(abc.ABC):
         """Like :meth:`xform_world_space_writer`, but ``set_poses`` / ``set_scales`` take parent-relative values."""
         return XformLocalSpaceWriter(self)
 
-    def set_world_scales(self, scales: Any, indices: Any = None, mask: Any = None) -> None:
+    def set_world_scales(self, scales: ArrayLike, indices: IndicesLike = None, mask: MaskLike = None) -> None:
         """Set world scales (the world matrices' axis lengths); local rotations and translations kept, children follow.
 
         The local scale is ``scales / parent_scale`` per axis, ``parent_scale`` as :meth:`get_world_scales` reports
         the parent's. Exact under a similarity parent (uniform scale, mirrors included; the world rotation is kept
         too); under a non-uniformly scaled one only when the prim's local rotation maps each parent axis onto itself,
-        else its world matrix has shear (docs/isaaclab.md, "Scales in both spaces").
+        else its world matrix has shear (:doc:`isaaclab`, "Scales in both spaces").
 
         Args:
             scales: (M, 3) world scales.
@@ -372,17 +394,17 @@ class BaseFrameView(abc.ABC):
             if staged is not None:
                 self._apply_write("world", staged)
 
-    def get_scales(self, indices: Any = None, mask: Any = None) -> wp.array:
+    def get_scales(self, indices: IndicesLike = None, mask: MaskLike = None) -> wp.array:
         """Alias of :meth:`get_local_scales` everywhere (Isaac Lab 3's reads world scales on Fabric, local on USD)."""
         return self.get_local_scales(indices, mask)
 
-    def set_scales(self, scales: Any, indices: Any = None, mask: Any = None) -> None:
+    def set_scales(self, scales: ArrayLike, indices: IndicesLike = None, mask: MaskLike = None) -> None:
         """Alias of :meth:`set_local_scales`, on every backend (one meaning, unlike Isaac Lab 3's ``set_scales``)."""
         self.set_local_scales(scales, indices, mask)
 
     # ---------------------------------------------------------------- visibility (a host path: frameview.visibility)
 
-    def get_visibility(self, indices: Any = None) -> wp.array:
+    def get_visibility(self, indices: IndicesLike = None) -> wp.array:
         """Computed visibility of the prims: False when the prim or any ancestor is ``invisible`` (Fabric views read
         Fabric's ``visibility`` opinions, the USD view ``UsdGeomImageable.ComputeVisibility()``).
 
@@ -396,12 +418,12 @@ class BaseFrameView(abc.ABC):
             self._check_open()
             return gather_visibility(self._args, indices, self._read_visibility)
 
-    def set_visibility(self, visible: Any, indices: Any = None) -> None:
+    def set_visibility(self, visible: BoolsLike, indices: IndicesLike = None) -> None:
         """Make the prims visible or invisible (``MakeVisible`` / ``MakeInvisible`` semantics, on every backend).
 
         ``False`` authors ``invisible``: the prim and its subtree disappear. ``True`` authors ``inherited`` and, under
         an ``invisible`` ancestor, makes the ancestors between ``inherited`` and their other children ``invisible``;
-        no other prim changes. A Fabric view writes Fabric only, never USD. docs/backends.md ("Visibility") gives the
+        no other prim changes. A Fabric view writes Fabric only, never USD. :doc:`backends` ("Visibility") gives the
         one difference from pxr (a non-Imageable sibling's Imageable children stay hidden) and what each backend writes.
 
         Args:

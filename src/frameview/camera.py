@@ -24,12 +24,12 @@ Positions are the same in every convention.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import warp as wp
 
+from ._core.array_types import IndicesLike, MaskLike, TensorLike
 from ._core.host import to_numpy
 from ._core.values import unwrap
 from .base import BaseFrameView
@@ -194,7 +194,11 @@ def _convert_warp(quats: wp.array, p: np.ndarray, out: wp.array | None) -> wp.ar
 
 
 def convert_camera_orientations(
-    quats: Any, origin: str = "opengl", target: str = "ros", *, out: wp.array | None = None
+    quats: wp.array | np.ndarray | TensorLike,
+    origin: str = "opengl",
+    target: str = "ros",
+    *,
+    out: wp.array | None = None,
 ) -> Any:
     """Re-express camera orientations from one camera convention in another.
 
@@ -272,7 +276,7 @@ class CameraPoses:
             of envs. ``None`` means row ``i`` is env ``i``.
     """
 
-    def __init__(self, view: BaseFrameView, *, env_rows: Sequence[int] | np.ndarray | Any | None = None) -> None:
+    def __init__(self, view: BaseFrameView, *, env_rows: IndicesLike = None) -> None:
         if not isinstance(view, BaseFrameView):
             raise TypeError(f"view: expected a FrameView (frameview.BaseFrameView), got {type(view).__name__}")
         self._view = view
@@ -341,7 +345,7 @@ class CameraPoses:
         """Warp device of the returned arrays (the view's)."""
         return self._view.device
 
-    def rows(self, env_ids: Any = None) -> np.ndarray | None:
+    def rows(self, env_ids: IndicesLike = None) -> np.ndarray | None:
         """The view rows read for ``env_ids`` (``None``: all envs in env order, or ``None`` for the identity map)."""
         if self._env_rows is None:
             return None if env_ids is None else self._env_ids_to_numpy(env_ids)
@@ -369,7 +373,9 @@ class CameraPoses:
             raise IndexError(f"env_ids: env id {bad} is out of range; expected 0 <= env id < num_envs={self._num_envs}")
         return host
 
-    def read(self, env_ids: Any = None, convention: str = "ros", *, mask: Any = None) -> tuple[wp.array, wp.array]:
+    def read(
+        self, env_ids: IndicesLike = None, convention: str = "ros", *, mask: MaskLike = None
+    ) -> tuple[wp.array, wp.array]:
         """World poses of the cameras of ``env_ids`` (or of the envs ``mask`` selects).
 
         Args:

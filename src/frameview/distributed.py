@@ -89,12 +89,12 @@ class GatheredPoses(NamedTuple):
     counts on every rank this is ``world_size * M`` rows, rank ``r``'s at ``r * M``.
 
     Attributes:
-        positions: (sum(counts), 3) float32 torch tensor, world frame, stage units, on the device of the poses that
-            were passed in. A view of the call's one new (sum(counts), 7) tensor (row stride 7, not contiguous:
-            ``.contiguous()`` gives a packed copy).
-        orientations: (sum(counts), 4) float32 torch tensor, **xyzw**, world frame, same device; a view of the same
-            tensor.
-        counts: Rows per rank, in rank order.
+        positions (torch.Tensor): (sum(counts), 3) float32 torch tensor, world frame, stage units, on the device of
+            the poses that were passed in. A view of the call's one new (sum(counts), 7) tensor (row stride 7, not
+            contiguous: ``.contiguous()`` gives a packed copy).
+        orientations (torch.Tensor): (sum(counts), 4) float32 torch tensor, **xyzw**, world frame, same device; a
+            view of the same tensor.
+        counts (tuple[int, ...]): Rows per rank, in rank order.
 
     Example:
         >>> gathered = fv.all_gather_poses(cams)  # doctest: +SKIP

@@ -30,6 +30,7 @@ import numpy as np
 import warp as wp
 
 from ._core.argument_kernels import stash_write
+from ._core.array_types import ArrayLike, IndicesLike, MaskLike
 from ._core.launch import RecordedLaunch, block_dim_for
 from ._core.rows import ALL, INDEXED, MASK, Rows
 from ._core.write_stager import PendingWrite
@@ -112,7 +113,7 @@ class XformSpaceWriter:
     one backend write (one solve, one commit, descendants moved once; every prim gets the last value written to each
     component). Writes whose inputs only the device can check (device data or indices on CUDA) are never combined:
     a rejected write writes nothing of its own and never takes an earlier accepted write down with it (on CUDA it is
-    reported as described in ``docs/reliability.md``; as for any rejected device call, the writes after it in the
+    reported as described in :doc:`reliability`; as for any rejected device call, the writes after it in the
     same flush are not applied either).
 
     **Nested prims in a world-space writer.** When the view holds a prim and one of its ancestors, the held writes
@@ -136,7 +137,7 @@ class XformSpaceWriter:
 
     @property
     def space(self) -> str:
-        """``"world"`` or ``"local"``: the space of every value this writer takes and returns."""
+        """The space of every value this writer takes and returns, ``"world"`` or ``"local"``."""
         return self._space
 
     def __repr__(self) -> str:
@@ -186,11 +187,11 @@ class XformSpaceWriter:
 
     def set_poses(
         self,
-        positions: Any = None,
-        orientations: Any = None,
-        indices: Any = None,
+        positions: ArrayLike | None = None,
+        orientations: ArrayLike | None = None,
+        indices: IndicesLike = None,
         *,
-        mask: Any = None,
+        mask: MaskLike = None,
     ) -> None:
         """Set positions and/or orientations in this writer's space.
 
@@ -204,7 +205,7 @@ class XformSpaceWriter:
         """
         self._write(indices, mask, (positions, "positions", wp.vec3f), (orientations, "orientations", wp.quatf))
 
-    def set_scales(self, scales: Any, indices: Any = None, *, mask: Any = None) -> None:
+    def set_scales(self, scales: ArrayLike, indices: IndicesLike = None, *, mask: MaskLike = None) -> None:
         """Set scales in this writer's space (local scales, or world scales solved as
         :meth:`~frameview.BaseFrameView.set_world_scales` solves them); the prims' rotations and translations are kept.
 
@@ -220,7 +221,7 @@ class XformSpaceWriter:
 
     # ---------------------------------------------------------------- reads
 
-    def get_poses(self, indices: Any = None, *, mask: Any = None) -> tuple[wp.array, wp.array]:
+    def get_poses(self, indices: IndicesLike = None, *, mask: MaskLike = None) -> tuple[wp.array, wp.array]:
         """Positions and orientations in this writer's space, after every write made in the scope so far.
 
         Returns:
@@ -231,7 +232,7 @@ class XformSpaceWriter:
             self._flush()
             return view._get_poses(self._space, indices, mask)
 
-    def get_scales(self, indices: Any = None, *, mask: Any = None) -> wp.array:
+    def get_scales(self, indices: IndicesLike = None, *, mask: MaskLike = None) -> wp.array:
         """Scales in this writer's space (world: the world matrix axis lengths), after every write made so far.
 
         Returns:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import warp as wp
 
 import frameview as fv
 
 if TYPE_CHECKING:
+    import torch
     from typing_extensions import assert_type  # typeshed ships it; nothing is imported at run time
 
 
@@ -119,3 +121,26 @@ def ovphysx_views(physx: Any, stage: Any) -> None:
     robots = fv.OvPhysxArticulationView("/World/envs/env_.*/Robot", physx=physx, stage=stage)
     assert_type(robots.get_root_velocities()[0], wp.array)
     assert_type(fv.OvPhysxRigidBodyView("/World/Ball", physx=physx).get_masses(), wp.array)
+
+
+def typed_arguments(view: fv.BaseFrameView, robot_state: torch.Tensor, env_ids: torch.Tensor) -> None:
+    """Every kind of array a user passes type-checks; what is no array does not (the ignores fail once unused)."""
+    view.set_world_poses(np.zeros((2, 3), np.float32), [[0.0, 0.0, 0.0, 1.0]] * 2, indices=range(2))
+    view.set_world_poses(robot_state[:, :3], robot_state[:, 3:7], indices=env_ids)  # torch: a fv.TensorLike
+    view.set_local_poses(translations=wp.zeros(2, dtype=wp.vec3f), indices=np.array([0, 1]))
+    view.set_local_scales([[1.0, 1.0, 1.0]], indices=[0])
+    view.get_world_poses(mask=[True, False])
+    view.set_visibility([True, False])
+    fv.CameraPoses(view).read(env_ids, convention="ros")
+    view.set_world_poses(positions="0 0 1")  # type: ignore[arg-type]  # a string is no (M, 3) array
+    view.get_world_poses(indices=0.5)  # type: ignore[arg-type]  # nor is a float indices
+    view.get_world_poses(indices={0: 1})  # type: ignore[arg-type]  # nor a dict
+    view.set_local_scales(scales=1.0)  # type: ignore[arg-type]  # one scale for all is no (M, 3) array
+
+
+def typed_physics_arguments(robots: fv.ArticulationView, env_ids: torch.Tensor) -> None:
+    """The physics views' rows are typed as the frame views' are."""
+    robots.get_dof_positions(env_ids)
+    robots.joint_state_reader().read(mask=np.ones(robots.count, dtype=bool))
+    robots.get_root_poses(indices="all")  # type: ignore[arg-type]  # no string selects rows
+

@@ -21,6 +21,7 @@ import numpy as np
 import warp as wp
 
 from .argument_kernels import INDEX_DTYPES, check_values, narrow_kernel
+from .array_types import ArrayLike, IndicesLike, MaskLike
 from .device_errors import CODE_ZERO_QUATERNION, DeviceErrors, outside_capture, split_status
 from .host import to_numpy
 from .host_staging import HostStaging, call_bytes
@@ -31,16 +32,6 @@ from .rows import ALL, INDEXED, MASK, Rows, is_torch_tensor
 from .values import check_host_rows, device_data, float32_rows, unwrap, wait_for_producer, width_of
 
 __all__ = ["Arguments", "ArrayLike", "IndicesLike", "MaskLike"]
-
-IndicesLike = Any
-"""``None`` (all), or integer indices (any signed or unsigned integer dtype) as a Warp array (strided too), NumPy
-array, torch tensor, list, tuple or range."""
-
-MaskLike = Any
-"""``None``, or a boolean (N,) Warp array, torch tensor or NumPy array selecting view prims (N = the view's count)."""
-
-ArrayLike = Any
-"""A Warp array, NumPy array or torch tensor of shape (M, 3) or (M, 4) (or a Warp vector array of shape (M,))."""
 
 _INDEX_KINDS = ("i", "u")
 _MASK_KEY = "mask"

@@ -67,9 +67,9 @@ class FabricFrameView(BaseFrameView):
     same getter. A view is meant for one thread (the one that steps the simulation); calls from other threads are
     serialised on the stage's lock and get their own output buffers (see :class:`BaseFrameView`).
 
-    Call :meth:`close` (or use ``with``) when done: it removes the view's tags from the stage. A view dropped without
-    ``close()`` removes them when garbage-collected (when collected during another access to its stage, at that
-    stage's next access) and logs a warning naming it.
+    Call :meth:`~frameview.BaseFrameView.close` (or use ``with``) when done: it removes the view's tags from the
+    stage. A view dropped without ``close()`` removes them when garbage-collected (when collected during another
+    access to its stage, at that stage's next access) and logs a warning naming it.
 
     Example:
         >>> import frameview as fv  # doctest: +SKIP

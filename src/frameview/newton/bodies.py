@@ -104,16 +104,16 @@ class NewtonRigidBodyView(_NewtonSource, RigidBodyView):
     Args:
         prim_path: Body labels: a path, a pattern (``/World/envs/env_.*/Cube``) or a list of them.
         model: The ``newton.Model``, or a callable returning the current one (a view made from a callable raises
-            :class:`~frameview.physics.StaleViewError` once it returns another model).
+            :class:`~frameview.StaleViewError` once it returns another model).
         state: The ``newton.State`` to read, or a callable returning the current one (solvers swap states).
         control: Unused by rigid bodies (accepted so that one set of engine arguments builds every view).
         forward: A callable run before each read (forward kinematics after a reset wrote joint coordinates);
             ``None``: Isaac Lab's ``NewtonManager.forward`` when the handles are Isaac Lab's
-            (:mod:`frameview.newton.engine`), else nothing.
-        accelerations: Where :meth:`get_accelerations` reads body accelerations: the solver's observables
-            (``solver.observables({"body_qdd"})``, newton >= 1.7: an object with ``body_qdd``), a ``(body_count,)``
-            ``wp.spatial_vectorf`` array, or a callable returning either; ``None``: ``state.body_qdd`` (newton < 1.7,
-            after ``model.request_state_attributes("body_qdd")``).
+            (:doc:`newton`), else nothing.
+        accelerations: Where :meth:`~frameview.RigidBodyView.get_accelerations` reads body accelerations: the
+            solver's observables (``solver.observables({"body_qdd"})``, newton >= 1.7: an object with ``body_qdd``),
+            a ``(body_count,)`` ``wp.spatial_vectorf`` array, or a callable returning either; ``None``:
+            ``state.body_qdd`` (newton < 1.7, after ``model.request_state_attributes("body_qdd")``).
         device: Must be the model's device, or None.
         quat_order: ``"xyzw"`` (the default) or ``"wxyz"``: the order of the orientations returned.
 
@@ -210,10 +210,10 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
         model: The ``newton.Model``, or a callable returning the current one.
         state: The ``newton.State`` to read, or a callable returning the current one.
         control: The ``newton.Control`` whose ``joint_f`` the efforts report (or a callable); ``None``:
-            :meth:`get_dof_efforts` raises and a joint-state reading has ``efforts=None``.
+            :meth:`~frameview.ArticulationView.get_dof_efforts` raises and a joint-state reading has ``efforts=None``.
         forward: A callable run before each read (forward kinematics after a reset wrote joint coordinates);
             ``None``: Isaac Lab's ``NewtonManager.forward`` when the handles are Isaac Lab's
-            (:mod:`frameview.newton.engine`), else nothing.
+            (:doc:`newton`), else nothing.
         device: Must be the model's device, or None.
         quat_order: ``"xyzw"`` (the default) or ``"wxyz"``: the order of the orientations returned.
 

@@ -62,8 +62,9 @@ class NewtonFrameView(BaseFrameView):
       frame's local scale; ``None`` keeps a component; viewed or not, frames below a written frame on the same body
       follow it. Write body poses through Newton (``state.body_q``, ``state.body_qd``).
     - **Scales.** ``body_q`` carries no scale: each frame keeps the scales the stage gives it (its own local scale,
-      its ancestors', its body prim's), constant while bodies move. :meth:`get_world_scales` reports them,
-      :meth:`set_local_scales` changes a frame's local scale (frames below it follow).
+      its ancestors', its body prim's), constant while bodies move.
+      :meth:`~frameview.BaseFrameView.get_world_scales` reports them, :meth:`~frameview.BaseFrameView.set_local_scales`
+      changes a frame's local scale (frames below it follow).
     - **Sharing.** Every view of the same model and stage shares the frames' offsets (one store per model), so a
       write through one view is seen by every other, as with Fabric. The store's arrays are replaced when a new view
       adds frames beyond their capacity: build the views before capturing graphs that use them.
@@ -71,7 +72,7 @@ class NewtonFrameView(BaseFrameView):
     - **Cloned envs.** When the model replicates one env (bodies labelled ``/World/envs/env_i/...``) and the stage
       holds env_0's prims alone (Isaac Lab kit-less), the pattern also finds the frames of the other envs, in env
       order after the stage's own: each rides on its own env's body with env_0's offset (see
-      :mod:`frameview.newton.clones`). :attr:`prim_paths` names them; they have no prim of their own.
+      :doc:`newton`). :attr:`~frameview.BaseFrameView.prim_paths` names them; they have no prim of their own.
 
     Physics prims (bodies, colliders, joints) are rejected with ``ValueError`` naming the prim: this view reads frames
     that ride on bodies, it does not move bodies. A view is meant for one thread (the one that steps the
@@ -92,13 +93,13 @@ class NewtonFrameView(BaseFrameView):
             list of paths (:func:`frameview.resolve_prim_paths`).
         stage: The pxr stage the model was built from.
         model: The ``newton.Model`` (bodies are matched by ``model.body_label``), or a callable returning it (a
-            view made from a callable raises :class:`~frameview.physics.StaleViewError` once it returns another).
+            view made from a callable raises :class:`~frameview.StaleViewError` once it returns another).
         state: The ``newton.State`` to read body poses from, or a callable taking no arguments that returns the
             current one (solvers swap states every step: the view never keeps a ``body_q`` array).
         device: Warp device of the returned arrays: the model's device (``None``, the default, picks it).
         forward: A callable run before each world read (forward kinematics after a reset wrote joint
             coordinates); ``None``: Isaac Lab's ``NewtonManager.forward`` when the handles are Isaac Lab's, else
-            nothing (:mod:`frameview.newton.engine`).
+            nothing (:doc:`newton`).
         quat_order: ``"xyzw"`` (the default) or ``"wxyz"``: the order of every orientation the view takes and returns
             (see :class:`~frameview.BaseFrameView`).
     """
@@ -185,7 +186,8 @@ class NewtonFrameView(BaseFrameView):
         that Fabric consumers such as renderers see the simulated frames), in one read and one write.
 
         Call it after each step (and after writes to this view). ``target`` may list the prims in another order or
-        only some of them; it keeps its own local scales (this view's :meth:`set_local_scales` is not mirrored).
+        only some of them; it keeps its own local scales (this view's
+        :meth:`~frameview.BaseFrameView.set_local_scales` is not mirrored).
 
         Args:
             target: A view whose every prim is one of this view's.
@@ -206,7 +208,7 @@ class NewtonFrameView(BaseFrameView):
     @property
     def forward_hook(self) -> bool:
         """Whether reads run a kinematics hook first (``forward=``, or Isaac Lab's ``NewtonManager.forward``
-        recognised behind the handles; :mod:`frameview.newton.engine`)."""
+        recognised behind the handles; :doc:`newton`)."""
         return self._engine.has_forward
 
     def _body_q(self) -> wp.array:

@@ -47,10 +47,10 @@ class JointState(NamedTuple):
     """One reading of a :class:`JointStateReader`: every DOF of every articulation row, in articulation order.
 
     Attributes:
-        names: The DOF names, one per column.
-        positions: (M, dof_count) float32, radians (rotation DOFs) or metres (translation DOFs).
-        velocities: (M, dof_count) float32, rad/s or m/s.
-        efforts: (M, dof_count) float32, N·m or N: the effort the engine reports (see
+        names (tuple[str, ...]): The DOF names, one per column.
+        positions (wp.array): (M, dof_count) float32, radians (rotation DOFs) or metres (translation DOFs).
+        velocities (wp.array): (M, dof_count) float32, rad/s or m/s.
+        efforts (wp.array | None): (M, dof_count) float32, N·m or N: the effort the engine reports (see
             :attr:`ArticulationView.effort_source`); ``None`` where the engine gives none (a Newton view made
             without ``control=``: positions and velocities are read all the same).
     """
@@ -110,11 +110,11 @@ class PhysicsView(abc.ABC):
     @property
     @abc.abstractmethod
     def backend(self) -> str:
-        """The engine: ``"newton"`` or ``"ovphysx"``."""
+        """The engine, ``"newton"`` or ``"ovphysx"``."""
 
     @property
     def quat_order(self) -> str:
-        """``"xyzw"`` (the default) or ``"wxyz"``: the component order of the orientations the view returns."""
+        """The component order of the orientations the view returns, ``"xyzw"`` (the default) or ``"wxyz"``."""
         return XYZW if self._quat_order_part is None else self._quat_order_part.order
 
     @property
@@ -242,7 +242,7 @@ class PhysicsView(abc.ABC):
 class RigidBodyView(PhysicsView):
     """N rigid bodies of an engine: poses, world-frame velocities and accelerations, and mass properties.
 
-    The getters take ``indices`` or ``mask`` (see :mod:`frameview.physics`) and return the view's buffers.
+    The getters take ``indices`` or ``mask`` (see :doc:`physics`) and return the view's buffers.
     """
 
     def get_world_poses(self, indices: IndicesLike = None, mask: MaskLike = None) -> tuple[wp.array, wp.array]:
@@ -296,6 +296,13 @@ class ArticulationView(PhysicsView):
 
     DOFs are the articulation's joint degrees of freedom without the root's free joint, in the engine's articulation
     order; links are its bodies, root first. Every row has the same DOF and link names (the view refuses a mix).
+
+    Example:
+        >>> cfg = fv.PhysicsViewCfg(prim_path="/World/envs/env_.*/Robot", backend="newton")  # doctest: +SKIP
+        >>> robots = fv.make_articulation_view(cfg, model=model, state=lambda: sim.state, control=sim.control)
+        >>> robots.dof_names  # ('leg0_joint0', ...), the columns of every DOF array
+        >>> q = robots.get_dof_positions(indices=env_ids)  # (M, dof_count) float32, radians / metres
+        >>> pos, quat = robots.get_root_poses()  # (N,) vec3f metres, (N,) quatf xyzw, world frame
     """
 
     _dof_names: tuple[str, ...] = ()
@@ -303,7 +310,8 @@ class ArticulationView(PhysicsView):
     _link_names: tuple[str, ...] = ()
     _fixed_base: bool = False
     effort_source: str = ""
-    """What :meth:`get_dof_efforts` reports for this engine (e.g. the applied joint forces, not a drive's)."""
+    """What :meth:`~ArticulationView.get_dof_efforts` reports for this engine (e.g. the applied joint forces, not a
+    drive's)."""
 
     @property
     def dof_count(self) -> int:
@@ -312,12 +320,13 @@ class ArticulationView(PhysicsView):
 
     @property
     def dof_names(self) -> tuple[str, ...]:
-        """DOF names in articulation order: the joint's name, ``name:k`` for the k-th axis of a multi-DOF joint."""
+        """DOF names in articulation order, each its joint's name (``name:k`` for the k-th axis of a multi-DOF
+        joint)."""
         return self._dof_names
 
     @property
     def dof_types(self) -> tuple[str, ...]:
-        """Per DOF: ``"rotation"`` (radians) or ``"translation"`` (metres)."""
+        """Per DOF, ``"rotation"`` (radians) or ``"translation"`` (metres)."""
         return self._dof_types
 
     @property
@@ -367,8 +376,8 @@ class ArticulationView(PhysicsView):
 
     @property
     def has_efforts(self) -> bool:
-        """Whether the engine gives DOF efforts to this view (a Newton view needs ``control=``): without them
-        :meth:`get_dof_efforts` raises and a :class:`JointState` holds ``efforts=None``."""
+        """Whether the engine gives DOF efforts to this view (a Newton view needs ``control=``); without them
+        :meth:`~ArticulationView.get_dof_efforts` raises and a :class:`JointState` holds ``efforts=None``."""
         return True
 
     def _joint_state(self, indices: IndicesLike, mask: MaskLike) -> JointState:
@@ -383,6 +392,12 @@ class ArticulationView(PhysicsView):
 class JointStateReader:
     """The joint-state sensor: every DOF position, velocity and effort of N articulations, with their names, in
     articulation order, in one reading (one launch, on the device, no per-env host work).
+
+    Example:
+        >>> cfg = fv.PhysicsViewCfg(prim_path="/World/envs/env_.*/Robot", backend="newton")  # doctest: +SKIP
+        >>> joints = fv.make_joint_state_reader(cfg, model=model, state=lambda: sim.state, control=sim.control)
+        >>> reading = joints.read(indices=env_ids)  # one launch: positions, velocities, efforts of every DOF
+        >>> obs = torch.cat([fv.as_torch(reading.positions), fv.as_torch(reading.velocities)], dim=1)
 
     Args:
         articulations: The articulations to read (an :class:`ArticulationView`; see

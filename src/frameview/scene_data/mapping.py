@@ -132,7 +132,7 @@ def create_mapping(
         M == N == 0); otherwise a (M,) int32 Warp array on ``device`` with values in ``[-1, N)``.
 
     Raises:
-        TypeError: If either argument is not a sequence of paths (see :func:`to_path_strings`).
+        TypeError: If either argument is not a sequence of paths (a ``str``, ``Sdf.Path`` or ``None`` each).
     """
     source = as_path_sequence(source_paths, "source_paths")
     target = to_path_strings(target_paths, "target_paths")

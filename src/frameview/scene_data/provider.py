@@ -142,7 +142,7 @@ class SceneDataProvider:
 
         Row ``i`` of each output receives source row ``mapping[i]`` (source row ``i`` when ``mapping`` is
         ``None``). Rows whose mapping value is ``-1`` are left untouched, as are outputs passed as ``None``.
-        Matrices are decomposed by :func:`frameview.kernels.transforms.decompose_matrix`: no shear assumed, a
+        Matrices are decomposed as the views decompose them (``frameview.kernels.transforms``): no shear assumed, a
         reflection shows as a negative x scale, quaternions have ``w >= 0``. When a mapping is
         given, the call reads two integers back from the device to report its result, which synchronises with
         the device.
