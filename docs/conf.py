@@ -80,6 +80,8 @@ _keep_aliases_in_unions()
 
 html_theme = "furo"
 html_title = f"frameview {release}"
+html_static_path = ["_static"]
+html_css_files = ["frameview.css"]  # tables and code that fit the text column
 
 
 # The Markdown pages link to files of the repository outside docs/ (perf/RESULTS.md, examples/*.py) by relative path,
