@@ -240,7 +240,8 @@ class BaseFrameView(abc.ABC):
             rotated(rows, pos, quat, offset)
             if not rows.checked:
                 self._settle_rows(rows, "read")
-        return pos, self._ordered(quat, rows.mask)
+        quat_order = self._quat_order_part
+        return pos, (quat if quat_order is None else quat_order.outputs(quat, rows.mask))
 
     def _get_scales(self, space: str, indices: IndicesLike, mask: MaskLike) -> wp.array:
         rows = self._prepare_read(indices, mask)
@@ -342,8 +343,8 @@ class BaseFrameView(abc.ABC):
         if rows.count == 0 or all(c is None for c in coerced):
             return
         write(rows, *coerced)
-        data = {name: array for (_value, name, _dtype), array in zip(values, coerced, strict=True)}
-        self._settle_rows(rows, call, now=rows.checked and all(host for _array, host in pairs), data=data)
+        # (values, coerced): the data by argument name, paired only on the error path
+        self._settle_rows(rows, call, now=rows.checked and all(host for _array, host in pairs), data=(values, coerced))
 
     def _apply_write(self, space: str, write: PendingWrite) -> None:
         """Run one validated write through the backend and settle its errors."""
@@ -454,7 +455,7 @@ class BaseFrameView(abc.ABC):
         self._check_open()
         self._errors.check(self._status_error("an earlier call", None))
 
-    def _settle_rows(self, rows: Rows, call: str, now: bool = False, data: dict[str, Any] | None = None) -> None:
+    def _settle_rows(self, rows: Rows, call: str, now: bool = False, data: Any = None) -> None:
         # device-row backends end each call that can fail with the status copy (in its graph where it has one); the
         # call's data names the bad values when the error is raised by the call itself
         data = data if now or not self._errors.deferred else None

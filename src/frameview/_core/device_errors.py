@@ -12,8 +12,8 @@ argument, row, index or prim.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Union
 
 import numpy as np
 import warp as wp
@@ -294,11 +294,25 @@ _FIRST_ARGUMENT = {
 """The non-orientation argument of each setter, named in device-side value errors."""
 
 
-def _bad_values(data: Mapping[str, wp.array] | None, names: tuple[str, ...], row: int) -> tuple[str, str] | None:
+CallData = Union[Mapping[str, Any], tuple[Sequence[tuple[Any, str, Any]], Sequence[Any]], None]
+"""A call's data arrays by argument name (``None``: not known), or a setter's ``(values, arrays)``: its
+``(value, name, dtype)`` arguments and their coerced arrays, paired on the error path only."""
+
+
+def _by_name(data: CallData) -> Mapping[str, Any]:
+    if data is None:
+        return {}
+    if isinstance(data, tuple):
+        values, arrays = data
+        return {value[1]: array for value, array in zip(values, arrays, strict=False) if array is not None}
+    return data
+
+
+def _bad_values(data: Mapping[str, Any], names: tuple[str, ...], row: int) -> tuple[str, str] | None:
     """The first of ``names`` whose array in ``data`` has row ``row``, and that row's values (``" [x, y, z]"``), when
     the call's data is known (the error is raised by the call itself); ``None`` otherwise."""
     for name in names:
-        array = None if data is None else data.get(name)
+        array = data.get(name)
         if array is None or not 0 <= row < array.shape[0]:
             continue
         values = np.asarray(to_numpy(array)[row], dtype=np.float64).reshape(-1)
@@ -309,11 +323,11 @@ def _bad_values(data: Mapping[str, wp.array] | None, names: tuple[str, ...], row
 
 
 def status_error(
-    call: str, rows: Rows | None, prim_paths: tuple[str, ...], data: Mapping[str, wp.array] | None = None
+    call: str, rows: Rows | None, prim_paths: tuple[str, ...], data: CallData = None
 ) -> Callable[[int], Exception]:
     """A factory: status word -> the exception naming the argument, row, index or prim (``prim_paths``: the view's).
 
-    ``data``: the call's data arrays by argument name, when the error is raised by the call itself (they still hold
+    ``data``: the call's data arrays (:data:`CallData`), when the error is raised by the call itself (they still hold
     its values): a bad value's message then shows them, as the host checks' messages do.
     """
     count = len(prim_paths)
@@ -337,7 +351,8 @@ def status_error(
         if code in (int(CODE_VALUE_NOT_FINITE), int(CODE_QUAT_NOT_FINITE), int(CODE_ZERO_QUATERNION)):
             name = "orientations" if code != int(CODE_VALUE_NOT_FINITE) else _FIRST_ARGUMENT.get(call, "values")
             what = "a zero-norm quaternion" if code == int(CODE_ZERO_QUATERNION) else "a non-finite value"
-            known = _bad_values(data, (name,) if name != "values" else tuple(data or ()), row)
+            by_name = _by_name(data)
+            known = _bad_values(by_name, (name,) if name != "values" else tuple(by_name), row)
             if known is not None:  # as the host checks say it
                 return ValueError(f"{known[0]}: row {row} holds {what}{known[1]}; {written}")
             return ValueError(f"{name}: row {row} holds {what} ({call}); {written}")
