@@ -21,9 +21,11 @@ except ImportError as exc:  # the optional extra frameview[newton]
         "the Newton physics views need newton: install frameview[newton] (newton, newton-usd-schemas)", name=exc.name
     ) from exc
 
+from .._core.rows import INDEXED, Rows
 from ..physics.base import ArticulationView, PhysicsView, RigidBodyView
 from ..physics.kernels import gather_joint_state, gather_transforms, gather_twists, gather_values
 from ..physics.labels import leaf_name, match_labels
+from ..physics.write_kernels import check_write, scatter_dof_values, scatter_root_values
 from .engine import NewtonEngine
 
 __all__ = ["NewtonArticulationView", "NewtonRigidBodyView"]
@@ -249,6 +251,7 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
         self._qd = _table([lay.qd for lay in layouts], self._device)
         self._dof_sign = wp.ones(max(len(first.qd), 1), dtype=wp.float32, device=self._device)
         self._no_f32 = wp.empty(0, dtype=wp.float32, device=self._device)
+        self._writes = _ResetWrites(current, rows, [lay.root_joint for lay in layouts], self._device)
 
     @property
     def has_efforts(self) -> bool:
@@ -262,6 +265,14 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
                 "the simulation steps with> (or a callable returning it, e.g. Isaac Lab's NewtonManager.get_control)"
             )
         return joint_f
+
+    def _apply_write(self, what: str, rows: Rows, data: list[wp.array | None], checked: bool) -> None:
+        """Scatter into the current state's ``joint_q`` / ``joint_qd``, then forward kinematics of the
+        articulations written: marked for Isaac Lab's ``NewtonManager`` (its next ``forward()``, run by every read
+        of every view, evaluates them with the solver's own kinematics and resets their worlds' solver state), else
+        ``newton.eval_fk`` over exactly those articulations, at once."""
+        state = self._state()
+        self._writes.write(what, rows, data, checked, state, self, self._engine)
 
     def _source(self, what: str) -> tuple[Any, wp.array, list[Any]]:
         if what == "root_poses":
@@ -300,6 +311,7 @@ class _Layout:
         self.dof_names: tuple[str, ...] = ()
         self.dof_types: tuple[str, ...] = ()
         self.fixed_base = False
+        self.root_joint = -1
 
     @property
     def signature(self) -> tuple:
@@ -332,6 +344,7 @@ class _Topology:
             raise ValueError(f"articulation {label!r} has no joints")
         names: list[str] = []
         types: list[str] = []
+        out.root_joint = joints[0]
         for j in joints:
             kind, name = int(self.joint_type[j]), leaf_name(self.joint_labels[j])
             out.links.append(int(self.joint_child[j]))
@@ -358,3 +371,93 @@ class _Topology:
         out.link_names = tuple(leaf_name(self.body_labels[b]) for b in out.links)
         out.dof_names, out.dof_types = tuple(names), tuple(types)
         return out
+
+
+class _ResetWrites:
+    """A Newton articulation view's reset writes: its per-row tables of the root's free joint, the articulation and
+    world of each row, the claims buffer of the device checks and the forward-kinematics mask, made once."""
+
+    def __init__(self, model: Any, arts: Sequence[int], root_joints: Sequence[int], device: Any) -> None:
+        n = len(arts)
+        self._device = device
+        self._model = model
+        q_start, qd_start = model.joint_q_start.numpy(), model.joint_qd_start.numpy()
+        x_p, x_c = model.joint_X_p.numpy(), model.joint_X_c.numpy()
+        roots = np.asarray(root_joints, dtype=np.int64)
+        self.q_start = wp.array(q_start[roots].astype(np.int32), dtype=wp.int32, device=device)
+        self.qd_start = wp.array(qd_start[roots].astype(np.int32), dtype=wp.int32, device=device)
+        self.root_body = wp.array(model.joint_child.numpy()[roots].astype(np.int32), dtype=wp.int32, device=device)
+        self.joint_frame = wp.array(x_p[roots], dtype=wp.transformf, device=device)
+        self.child_frame = wp.array(x_c[roots], dtype=wp.transformf, device=device)
+        self.art = wp.array(np.asarray(arts, dtype=np.int32), dtype=wp.int32, device=device)
+        world = getattr(model, "articulation_world", None)
+        art_world = world.numpy() if world is not None else np.full(model.articulation_count, -1)
+        self.art_world = wp.array(art_world.astype(np.int32), dtype=wp.int32, device=device)
+        self.claims = wp.zeros(n, dtype=wp.int32, device=device)
+        self.fk_mask = wp.zeros(model.articulation_count, dtype=wp.bool, device=device)
+        self.no_world = wp.empty(0, dtype=wp.bool, device=device)
+        self.no_rows = wp.empty((0, 0), dtype=wp.float32, device=device)
+        self.no_index = wp.empty(0, dtype=wp.int32, device=device)
+        self.no_mask = wp.empty(0, dtype=wp.bool, device=device)
+
+    def write(self, what: str, rows: Rows, data: list, checked: bool, state: Any, view: Any, engine: Any) -> None:
+        device = self._device
+        status = view._errors.status
+        indices = rows.narrow[1] if rows.narrow is not None else (rows.indices if rows.kind == INDEXED
+                                                                 else self.no_index)  # fmt: skip
+        mask = rows.mask if rows.mask is not None else self.no_mask
+        head = [int(rows.kind), indices, mask, view.count]
+        if not checked:  # device inputs: bounds, repeats, finite values first; the scatter writes only if all pass
+            claim = 1
+            for k, array in enumerate(data):
+                if array is not None:
+                    quat_from = 0 if (what == "root_poses" and k == 1) else -1
+                    wp.launch(check_write, dim=rows.count, inputs=[*head, array, quat_from, claim],
+                              outputs=[self.claims, status], device=device)  # fmt: skip
+                    claim = 0
+        manager = engine.manager
+        base = _isaaclab_base_manager(manager)
+        if base is not None:  # Isaac Lab: its reset masks, consumed by its next forward() (every view read runs it)
+            fk_mask, world_mask = base._fk_reset_mask, base._world_reset_mask
+        else:
+            fk_mask, world_mask = self.fk_mask, self.no_world
+            fk_mask.zero_()
+        tail = [self.art, self.art_world, int(not checked), status]
+        outs = [self.claims, None, fk_mask, world_mask]
+        if what in ("dof_positions", "dof_velocities"):
+            table = view._q if what == "dof_positions" else view._qd
+            outs[1] = state.joint_q if what == "dof_positions" else state.joint_qd
+            wp.launch(scatter_dof_values, dim=(rows.count, view.dof_count),
+                      inputs=[*head, table, data[0], view._dof_sign, *tail], outputs=outs, device=device)  # fmt: skip
+        else:
+            velocities = what == "root_velocities"
+            outs[1] = state.joint_qd if velocities else state.joint_q
+            a, b = data
+            wp.launch(scatter_root_values, dim=rows.count, inputs=[
+                *head, self.qd_start if velocities else self.q_start, self.root_body, self.joint_frame,
+                self.child_frame, int(velocities),
+                int(a is not None), self.no_rows if a is None else a,
+                int(b is not None), self.no_rows if b is None else b,
+                state.body_q, *tail,
+            ], outputs=outs, device=device)  # fmt: skip
+        if base is not None:
+            base.kinematics_dirty = True
+            mark = getattr(base, "_mark_transforms_changed", None)
+            if callable(mark):
+                mark()
+        else:
+            import newton
+
+            newton.eval_fk(self._model, state.joint_q, state.joint_qd, state, fk_mask)
+
+
+def _isaaclab_base_manager(manager: Any) -> Any:
+    """Isaac Lab's ``NewtonManager`` base class (whose class attributes hold the reset masks), or ``None``."""
+    if manager is None:
+        return None
+    for cls in getattr(manager, "__mro__", (manager,)):
+        if hasattr(cls, "_fk_reset_mask") and hasattr(cls, "_world_reset_mask") and cls.__dict__.get(
+            "_fk_reset_mask", None
+        ) is not None:
+            return cls
+    return None
