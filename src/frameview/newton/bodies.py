@@ -117,6 +117,8 @@ class NewtonRigidBodyView(_NewtonSource, RigidBodyView):
             ``wp.spatial_vectorf`` array, or a callable returning either; ``None``: ``state.body_qdd`` (newton < 1.7,
             after ``model.request_state_attributes("body_qdd")``).
         device: Must be the model's device, or None.
+        quat_sign: ``"positive_w"`` (orientations with ``w >= 0``, the default) or ``"engine"`` (the sign Newton
+            holds, as Isaac Lab's data gives it).
 
     Velocities are ``state.body_qd``: linear velocity of the centre of mass and angular velocity, world frame.
     """
@@ -131,12 +133,13 @@ class NewtonRigidBodyView(_NewtonSource, RigidBodyView):
         forward: Any = None,
         accelerations: Any = None,
         device: str | None = None,
+        quat_sign: str = "positive_w",
     ) -> None:
         engine = NewtonEngine(f"NewtonRigidBodyView({prim_path!r})", model, state, control, forward)
         current = engine.model
         labels = _labels(current, "body")
         bodies = match_labels(prim_path, labels, "Newton bodies (model.body_label)")
-        super().__init__(prim_path, [labels[b] for b in bodies], device=_device(current, device))
+        super().__init__(prim_path, [labels[b] for b in bodies], device=_device(current, device), quat_sign=quat_sign)
         self._engine = engine
         engine.name(repr(self))
         self._table = _table([[b] for b in bodies], self._device)
@@ -209,6 +212,8 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
             ``None``: Isaac Lab's ``NewtonManager.forward`` when the handles are Isaac Lab's
             (:mod:`frameview.newton.engine`), else nothing.
         device: Must be the model's device, or None.
+        quat_sign: ``"positive_w"`` (orientations with ``w >= 0``, the default) or ``"engine"`` (the sign Newton
+            holds, as Isaac Lab's data gives it).
 
     DOFs are the joints' ``joint_qd`` entries in the model's joint order (the articulation order), without the
     root's free joint; revolute, prismatic and D6 joints (one coordinate per DOF) are read, a ball joint or a free
@@ -226,6 +231,7 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
         control: Any = None,
         forward: Any = None,
         device: str | None = None,
+        quat_sign: str = "positive_w",
     ) -> None:
         engine = NewtonEngine(f"NewtonArticulationView({prim_path!r})", model, state, control, forward)
         current = engine.model
@@ -240,7 +246,7 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
                     f"prim_path {prim_path!r}: articulation {art_labels[a]!r} differs from {art_labels[rows[0]]!r} "
                     f"({layout.describe()} vs {first.describe()}); a view holds copies of one articulation"
                 )
-        super().__init__(prim_path, [art_labels[a] for a in rows], device=_device(current, device))
+        super().__init__(prim_path, [art_labels[a] for a in rows], device=_device(current, device), quat_sign=quat_sign)
         self._engine = engine
         engine.name(repr(self))
         self._dof_names, self._dof_types = first.dof_names, first.dof_types

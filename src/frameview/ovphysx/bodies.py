@@ -56,6 +56,7 @@ class OvPhysxRigidBodyView(OvPhysxSource, RigidBodyView):
         physx: The ``ovphysx.PhysX`` instance, its stage attached.
         stage: The attached ``ovstage.Stage`` (optional here: checked to be the attached one when given).
         device: Must be the device ovphysx serves the bodies on (CPU, or the GPU of a DirectGPU scene), or None.
+        quat_sign: ``"positive_w"`` (orientations with ``w >= 0``, the default) or ``"engine"`` (ovphysx's sign).
 
     Every getter reads its quantity through one tensor binding (a copy by the engine into the view's staging array)
     and gathers the call's rows in one launch. Velocities and accelerations are of the centre of mass, world frame
@@ -79,7 +80,13 @@ class OvPhysxRigidBodyView(OvPhysxSource, RigidBodyView):
     }
 
     def __init__(
-        self, prim_path: str | Sequence[str], *, physx: Any, stage: Any = None, device: str | None = None
+        self,
+        prim_path: str | Sequence[str],
+        *,
+        physx: Any,
+        stage: Any = None,
+        device: str | None = None,
+        quat_sign: str = "positive_w",
     ) -> None:
         check_physx(physx)
         check_stage(physx, stage, None)
@@ -90,7 +97,7 @@ class OvPhysxRigidBodyView(OvPhysxSource, RigidBodyView):
         self._start(physx, paths)
         try:
             first = self._column("poses", TensorType.RIGID_BODY_POSE, wp.transformf, paths)
-            super().__init__(prim_path, paths, device=binding_device(first.binding, device))
+            super().__init__(prim_path, paths, device=binding_device(first.binding, device), quat_sign=quat_sign)
             for name, (tensor_type, _kind, dtype) in self._QUANTITIES.items():
                 if name != "poses":
                     self._column(name, tensor_type, dtype, paths)
@@ -114,6 +121,7 @@ class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
         stage: The attached ``ovstage.Stage``: the view reads each joint's ``physics:body0`` / ``physics:body1``
             from it once, to report every DOF parent to child.
         device: Must be the device ovphysx serves the articulations on, or None.
+        quat_sign: ``"positive_w"`` (orientations with ``w >= 0``, the default) or ``"engine"`` (ovphysx's sign).
 
     DOFs are in ovphysx's articulation (cache-DOF) order, named after their joint prim (``dofJointPath``), with
     ``name:k`` for the k-th unlocked axis of a multi-axis joint; a DOF's type is ``"rotation"`` when the articulation
@@ -128,7 +136,15 @@ class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
 
     effort_source = _EFFORT_SOURCE
 
-    def __init__(self, prim_path: str | Sequence[str], *, physx: Any, stage: Any, device: str | None = None) -> None:
+    def __init__(
+        self,
+        prim_path: str | Sequence[str],
+        *,
+        physx: Any,
+        stage: Any,
+        device: str | None = None,
+        quat_sign: str = "positive_w",
+    ) -> None:
         check_physx(physx)
         check_stage(physx, stage, "the ovphysx articulation view reads each joint's body order from the stage")
         import ovstage
@@ -164,7 +180,7 @@ class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
         self._start(physx, {*paths, *bodies, *(b for pair in bodies.values() for b in pair if b)})
         try:
             dof = self._column("dof_positions", TensorType.ARTICULATION_DOF_POSITION, wp.float32, paths)
-            super().__init__(prim_path, paths, device=binding_device(dof.binding, device))
+            super().__init__(prim_path, paths, device=binding_device(dof.binding, device), quat_sign=quat_sign)
             self._column("dof_velocities", TensorType.ARTICULATION_DOF_VELOCITY, wp.float32, paths)
             self._column("dof_efforts", TensorType.ARTICULATION_DOF_ACTUATION_FORCE, wp.float32, paths)
             self._column("root_poses", TensorType.ARTICULATION_ROOT_POSE, wp.transformf, paths)

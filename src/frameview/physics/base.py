@@ -29,6 +29,7 @@ from .._core.host import to_numpy
 from .._core.launch import RecordedLaunch
 from .._core.rows import MASK, Rows
 from .._core.values import check_host_rows, float32_rows, unwrap
+from .kernels import gather_transforms
 
 __all__ = [
     "ArticulationView",
@@ -38,6 +39,10 @@ __all__ = [
     "RigidBodyView",
     "StaleViewError",
 ]
+
+
+QUAT_SIGNS = ("positive_w", "engine")
+"""The quaternion sign conventions a physics view returns (``quat_sign=``)."""
 
 
 class StaleViewError(RuntimeError):
@@ -75,7 +80,13 @@ class PhysicsView(abc.ABC):
         device: The Warp device of the engine's arrays and of the returned arrays.
     """
 
-    def __init__(self, prim_path: str | Sequence[str], prim_paths: Sequence[str], *, device: Any) -> None:
+    def __init__(
+        self, prim_path: str | Sequence[str], prim_paths: Sequence[str], *, device: Any, quat_sign: str = "positive_w"
+    ) -> None:
+        if quat_sign not in QUAT_SIGNS:
+            raise ValueError(f"quat_sign: expected one of {QUAT_SIGNS}, got {quat_sign!r}")
+        self._quat_sign = quat_sign
+        self._positive_w = int(quat_sign == "positive_w")
         self._pattern = prim_path if isinstance(prim_path, str) else list(prim_path)
         self._prim_paths = tuple(str(p) for p in prim_paths)
         self._device = wp.get_device(device)
@@ -88,6 +99,12 @@ class PhysicsView(abc.ABC):
         self._none_bool = wp.empty(0, dtype=wp.bool, device=self._device)
         self._outputs: dict[tuple[str, int], _Outputs] = {}
         self._launches: dict[tuple[str, int], RecordedLaunch] = {}
+
+    @property
+    def quat_sign(self) -> str:
+        """``"positive_w"``: orientations are returned with ``w >= 0`` (the default); ``"engine"``: with the sign
+        the engine holds (Isaac Lab's data keeps it; a policy trained on it never saw the flip at ``w = 0``)."""
+        return self._quat_sign
 
     @property
     def count(self) -> int:
@@ -216,6 +233,8 @@ class PhysicsView(abc.ABC):
         else:
             indices = rows.indices if rows.indices is not None else self._none_i32
         mask = rows.mask if rows.mask is not None else self._none_bool
+        if kernel is gather_transforms:
+            arrays = [*arrays, self._positive_w]
         params = [rows.kind, indices, mask, self.count, table, *arrays, self._errors.status, *outs]
         dim = (rows.count, columns)
         key = (what, rows.kind, indices.dtype)  # one recorded launch per overload
