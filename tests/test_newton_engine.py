@@ -255,3 +255,25 @@ def test_accelerations_from_an_array_or_the_state(device: str) -> None:
                                                                                         device=device))  # fmt: skip
     with pytest.raises(TypeError, match="accelerations"):
         bad.get_accelerations()
+
+
+@pytest.mark.slow
+def test_accelerations_from_the_state_on_older_newton(device: str) -> None:
+    """newton < 1.7 (Isaac Lab 3.0's pin): ``model.request_state_attributes("body_qdd")`` and MuJoCo Warp fill
+    ``state.body_qdd``, which the view reads without an argument: a free-falling ball accelerates at g."""
+    if _observables_supported():
+        pytest.skip(f"newton {newton.__version__} computes accelerations as a solver observable (tested above)")
+    pytest.importorskip("mujoco_warp", reason="MuJoCo Warp fills state.body_qdd on newton < 1.7")
+    builder = newton.ModelBuilder()
+    ball = builder.add_body(xform=wp.transform((0.0, 0.0, 3.0), wp.quat_identity()), mass=1.0, label="/World/Ball")
+    builder.add_shape_sphere(ball, radius=0.1)
+    model = builder.finalize(device=device)
+    model.request_state_attributes("body_qdd")
+    state, next_state, control = model.state(), model.state(), model.control()
+    solver = newton.solvers.SolverMuJoCo(model)
+    for _ in range(3):
+        solver.step(state, next_state, control, None, 1.0 / 120.0)
+        state, next_state = next_state, state
+    view = fv.NewtonRigidBodyView("/World/Ball", model=model, state=lambda: state)
+    lin, _ang = view.get_accelerations()
+    np.testing.assert_allclose(lin.numpy()[0], [0.0, 0.0, -9.81], atol=1e-3)
