@@ -20,7 +20,7 @@ frameview                              Isaac Lab (``cartpole.data``)
 =====================================  ==============================================================
 reader / ``get_dof_positions``         ``joint_pos`` (columns by ``joint_names``)
 reader / ``get_dof_velocities``        ``joint_vel``
-reader efforts                         Newton's ``control.joint_f`` as Isaac Lab writes it (its actuators' output)
+reader efforts                         ``control.joint_f`` through Isaac Lab's binding (its actuators' command)
 ``get_root_poses``                     ``root_link_pose_w``
 ``get_root_velocities``                ``root_com_vel_w`` (linear of the centre of mass, angular; world)
 ``get_link_poses``                     ``body_link_pose_w`` (columns by ``body_names``)
