@@ -182,3 +182,22 @@ def test_under_isaaclab_the_reset_is_left_to_its_manager(newton_manager: type[Fa
     assert not manager.kinematics_dirty
     truth = _fk_copy(sim)
     np.testing.assert_allclose(pos.numpy()[0], truth.body_q.numpy()[_link_rows(sim, arts)[2]][:, :3], atol=1e-6)
+
+
+def test_dof_state_writes_both_with_one_forward_kinematics(device: str) -> None:
+    """set_dof_state(positions, velocities) lands both, the links where eval_fk puts them."""
+    sim = Sim(device, envs=4)
+    sim.step(2)
+    arts = fv.NewtonArticulationView("/World/envs/env_.*/Robot", **sim.engine())
+    rng = np.random.default_rng(9)
+    q = rng.uniform(-0.5, 0.5, (2, arts.dof_count)).astype(np.float32)
+    qd = rng.uniform(-1.0, 1.0, (2, arts.dof_count)).astype(np.float32)
+    ids = wp.array([3, 0], dtype=wp.int64, device=device)
+    arts.set_dof_state(q, qd, indices=ids)
+    arts.check()
+    np.testing.assert_array_equal(arts.get_dof_positions([3, 0]).numpy(), q)
+    np.testing.assert_array_equal(arts.get_dof_velocities([3, 0]).numpy(), qd)
+    truth = _fk_copy(sim)
+    links = _link_rows(sim, arts)
+    np.testing.assert_allclose(sim.state.body_q.numpy()[links[3]], truth.body_q.numpy()[links[3]], atol=1e-6)
+    np.testing.assert_allclose(sim.state.body_qd.numpy()[links[0]], truth.body_qd.numpy()[links[0]], atol=1e-5)

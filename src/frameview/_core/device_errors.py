@@ -290,8 +290,7 @@ _FIRST_ARGUMENT = {
     "set_local": "translations",
     "set_local_scales": "scales",
     "set_world_scales": "scales",
-    "set_dof_positions": "positions",
-    "set_dof_velocities": "velocities",
+    "set_dof_state": "positions or velocities",
     "set_root_poses": "positions or orientations",
     "set_root_velocities": "linear or angular",
 }

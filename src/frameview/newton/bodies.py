@@ -21,6 +21,7 @@ except ImportError as exc:  # the optional extra frameview[newton]
         "the Newton physics views need newton: install frameview[newton] (newton, newton-usd-schemas)", name=exc.name
     ) from exc
 
+from .._core.launch import RecordedLaunch
 from .._core.rows import INDEXED, Rows
 from ..physics.base import ArticulationView, PhysicsView, RigidBodyView
 from ..physics.kernels import gather_joint_state, gather_transforms, gather_twists, gather_values
@@ -405,47 +406,53 @@ class _ResetWrites:
         self.no_rows = wp.empty((0, 0), dtype=wp.float32, device=device)
         self.no_index = wp.empty(0, dtype=wp.int32, device=device)
         self.no_mask = wp.empty(0, dtype=wp.bool, device=device)
+        self._cmds: dict[tuple, RecordedLaunch] = {}
+
+    def _launch(self, kernel: Any, key: tuple, dim: Any, params: list) -> None:
+        """One recorded launch per kernel and call shape (only changed parameters are packed again)."""
+        cmd = self._cmds.get(key)
+        if cmd is None:
+            cmd = self._cmds[key] = RecordedLaunch(kernel, dim, params, self._device)  # recorded, not launched
+        cmd.launch(dim, params)
 
     def write(self, what: str, rows: Rows, data: list, checked: bool, state: Any, view: Any, engine: Any) -> None:
-        device = self._device
         status = view._errors.status
         indices = rows.narrow[1] if rows.narrow is not None else (rows.indices if rows.kind == INDEXED
                                                                  else self.no_index)  # fmt: skip
         mask = rows.mask if rows.mask is not None else self.no_mask
         head = [int(rows.kind), indices, mask, view.count]
+        shape = (rows.kind, indices.dtype)
         if not checked:  # device inputs: bounds, repeats, finite values first; the scatter writes only if all pass
             claim = 1
             for k, array in enumerate(data):
                 if array is not None:
                     quat_from = 0 if (what == "root_poses" and k == 1) else -1
-                    wp.launch(check_write, dim=rows.count, inputs=[*head, array, quat_from, claim],
-                              outputs=[self.claims, status], device=device)  # fmt: skip
+                    self._launch(check_write, ("check", k, *shape), rows.count,
+                                 [*head, array, quat_from, claim, self.claims, status])  # fmt: skip
                     claim = 0
-        manager = engine.manager
-        base = _isaaclab_base_manager(manager)
+        base = _isaaclab_base_manager(engine.manager)
         if base is not None:  # Isaac Lab: its reset masks, consumed by its next forward() (every view read runs it)
             fk_mask, world_mask = base._fk_reset_mask, base._world_reset_mask
         else:
             fk_mask, world_mask = self.fk_mask, self.no_world
             fk_mask.zero_()
-        tail = [self.art, self.art_world, int(not checked), status]
-        outs = [self.claims, None, fk_mask, world_mask]
-        if what in ("dof_positions", "dof_velocities"):
-            table = view._q if what == "dof_positions" else view._qd
-            outs[1] = state.joint_q if what == "dof_positions" else state.joint_qd
-            wp.launch(scatter_dof_values, dim=(rows.count, view.dof_count),
-                      inputs=[*head, table, data[0], view._dof_sign, *tail], outputs=outs, device=device)  # fmt: skip
+        tail = [self.art, self.art_world, int(not checked), status, self.claims]
+        if what == "dof_state":
+            for k, (array, table, target) in enumerate(((data[0], view._q, state.joint_q),
+                                                        (data[1], view._qd, state.joint_qd))):  # fmt: skip
+                if array is not None:
+                    self._launch(scatter_dof_values, ("dof", k, *shape), (rows.count, view.dof_count),
+                                 [*head, table, array, view._dof_sign, *tail, target, fk_mask, world_mask])  # fmt: skip
         else:
             velocities = what == "root_velocities"
-            outs[1] = state.joint_qd if velocities else state.joint_q
             a, b = data
-            wp.launch(scatter_root_values, dim=rows.count, inputs=[
+            self._launch(scatter_root_values, ("root", int(velocities), *shape), rows.count, [
                 *head, self.qd_start if velocities else self.q_start, self.root_body, self.joint_frame,
                 self.child_frame, int(velocities),
                 int(a is not None), self.no_rows if a is None else a,
                 int(b is not None), self.no_rows if b is None else b,
-                state.body_q, *tail,
-            ], outputs=outs, device=device)  # fmt: skip
+                state.body_q, *tail, state.joint_qd if velocities else state.joint_q, fk_mask, world_mask,
+            ])  # fmt: skip
         if base is not None:
             base.kinematics_dirty = True
             mark = getattr(base, "_mark_transforms_changed", None)

@@ -432,12 +432,24 @@ class ArticulationView(PhysicsView):
             IndexError: An index out of range (device indices on CUDA: at the next call or :meth:`check`).
             ValueError: Wrong shape, a non-finite value or a repeated index; nothing is written.
         """
-        self._write_rows("dof_positions", indices, mask, [(positions, "positions", self.dof_count)])
+        self.set_dof_state(positions, None, indices, mask)
 
     def set_dof_velocities(self, velocities: ArrayLike, indices: IndicesLike = None, mask: MaskLike = None) -> None:
         """Write DOF velocities (rad/s / m/s, (M, dof_count)); link velocities follow. See
         :meth:`set_dof_positions`."""
-        self._write_rows("dof_velocities", indices, mask, [(velocities, "velocities", self.dof_count)])
+        self.set_dof_state(None, velocities, indices, mask)
+
+    def set_dof_state(
+        self,
+        positions: ArrayLike | None = None,
+        velocities: ArrayLike | None = None,
+        indices: IndicesLike = None,
+        mask: MaskLike = None,
+    ) -> None:
+        """Write DOF positions and velocities of the same rows at once (a reset): one forward kinematics for both
+        (:meth:`set_dof_positions` then :meth:`set_dof_velocities` run it twice); ``None`` keeps a component."""
+        d = self.dof_count
+        self._write_rows("dof_state", indices, mask, [(positions, "positions", d), (velocities, "velocities", d)])
 
     def set_root_poses(
         self,
