@@ -378,7 +378,7 @@ class FrameStore:
         self.anchor = wp.empty(capacity, dtype=wp.int32, device=dev)
         self.body = wp.empty(capacity, dtype=wp.int32, device=dev)
         self.req_row = wp.full(capacity, -1, dtype=wp.int32, device=dev)
-        self.offset = wp.empty(capacity, dtype=wp.transformd, device=dev)
+        self.offset = wp.empty(capacity, dtype=wp.transformf, device=dev)
         self.sheared = wp.empty(capacity, dtype=wp.int32, device=dev)
         self._capacity = capacity
 

@@ -29,9 +29,9 @@ from ..kernels.transforms import (
     axis_scale,
     compose_matrix,
     decompose_matrix,
-    finish_pose,
     pose_of,
     rotation_quat,
+    unit_quat,
 )
 
 __all__ = [
@@ -140,22 +140,28 @@ def _rows_orthogonal(m: wp.mat44d):
 
 
 @wp.func
-def _frame_pose(offset_pose: wp.transformd, b: int, body_q: wp.array(dtype=wp.transformf), offset: wp.quatf):
-    """Float32 world position and xyzw orientation (``w >= 0``, times ``offset``) of a frame whose shear-free pose
-    relative to body ``b`` (-1: the world) is ``offset_pose`` (:func:`refresh_offsets`).
+def _frame_pose(offset_pose: wp.transformf, b: int, body_q: wp.array(dtype=wp.transformf), offset: wp.quatf,
+                sign: float):  # fmt: skip
+    """Float32 world position and xyzw orientation of a frame whose shear-free pose relative to body ``b`` (-1: the
+    world) is ``offset_pose`` (:func:`refresh_offsets`; unit rotation), the orientation times ``offset``.
 
-    The body's pose is rigid, so the frame's translation is rotated and shifted by it and its rotation composed with
-    the body's: no matrix, no decomposition per read (perf/RESULTS.md, Newton backend).
-    """
-    t = wp.transform_get_translation(offset_pose)
-    q = wp.transform_get_rotation(offset_pose)
+    The body's pose is rigid, so the frame's pose is the product of two rigid transforms: no matrix, no
+    decomposition, in float32 as the body's pose is stored (against composing in float64 the positions differ by
+    rounding only; ``perf/bench_isaaclab.py`` measures both against float64 truth). ``sign`` 0 returns ``w >= 0``;
+    +1 or -1 keeps the product's sign times ``sign`` (Isaac Lab's Newton view returns the product's sign: the adapter
+    passes the sign that aligns the cached offset with Isaac Lab's)."""
+    x = offset_pose
     if b >= 0:
-        x = body_q[b]
-        qb = wp.quatd(wp.transform_get_rotation(x))
-        qb = qb * (wp.float64(1.0) / wp.sqrt(wp.dot(qb, qb)))  # float32 storage: unit up to its rounding
-        t = wp.quat_rotate(qb, t) + wp.vec3d(wp.transform_get_translation(x))
-        q = qb * q
-    return finish_pose(t, q, offset)
+        x = body_q[b] * x
+    q = wp.transform_get_rotation(x)
+    if offset[3] != 1.0:  # not the identity (a unit quaternion with w == 1)
+        q = q * offset
+    if sign == 0.0:
+        if q[3] < 0.0:
+            q = -q
+    else:
+        q = q * sign
+    return wp.transform_get_translation(x), q
 
 
 # ---------------------------------------------------------------- kernels
@@ -166,12 +172,13 @@ def _cache_offset(
     n: int,
     m: wp.mat44d,
     body: wp.array(dtype=wp.int32),
-    offsets_out: wp.array(dtype=wp.transformd),
+    offsets_out: wp.array(dtype=wp.transformf),
     sheared_out: wp.array(dtype=wp.int32),
 ):
-    """Store frame ``n``'s cached offset (:func:`refresh_offsets`) from its matrix ``m`` relative to its body."""
-    q = rotation_quat(axis_rotation(m, axis_scale(m)))
-    offsets_out[n] = wp.transformd(wp.vec3d(m[3, 0], m[3, 1], m[3, 2]), q)
+    """Store frame ``n``'s cached offset (:func:`refresh_offsets`) from its matrix ``m`` relative to its body: its
+    translation and unit rotation, rounded to float32 once."""
+    q = unit_quat(rotation_quat(axis_rotation(m, axis_scale(m))))
+    offsets_out[n] = wp.transformf(wp.vec3f(wp.vec3d(m[3, 0], m[3, 1], m[3, 2])), wp.quatf(q))
     flag = int(0)
     if body[n] >= 0 and not _rows_orthogonal(m):
         flag = 1
@@ -186,11 +193,11 @@ def refresh_offsets(
     anchor: wp.array(dtype=wp.int32),
     body: wp.array(dtype=wp.int32),
     # outputs
-    offsets_out: wp.array(dtype=wp.transformd),
+    offsets_out: wp.array(dtype=wp.transformf),
     sheared_out: wp.array(dtype=wp.int32),
 ):
     """Cache each frame's pose relative to its body (to the world when it has none) for the world reads: the
-    translation and rotation (xyzw, not normalised: reads normalise after composing) of its offset matrix, and
+    translation and unit rotation of its offset matrix, in float32, and
     whether that matrix is sheared on a body (reads then decompose the world matrix itself). Run over every frame
     after ``local`` changes (a node added, a write committed), so no read sees a stale offset."""
     n = wp.tid()
@@ -204,7 +211,7 @@ def read_poses(
     chain: wp.array(dtype=wp.mat44d),
     anchor: wp.array(dtype=wp.int32),
     body: wp.array(dtype=wp.int32),
-    offsets: wp.array(dtype=wp.transformd),
+    offsets: wp.array(dtype=wp.transformf),
     sheared: wp.array(dtype=wp.int32),
     body_q: wp.array(dtype=wp.transformf),
     view_node: wp.array(dtype=wp.int32),
@@ -214,6 +221,7 @@ def read_poses(
     mask: wp.array(dtype=wp.bool),
     world: int,
     offset: wp.quatf,
+    signs: wp.array(dtype=wp.float32),
     # outputs
     pos_out: wp.array(dtype=wp.vec3f),
     quat_out: wp.array(dtype=wp.quatf),
@@ -221,7 +229,8 @@ def read_poses(
 ):
     """World (``world``) or local pose of each row's frame, orientation times ``offset``; an index out of range gives
     NaN and is reported. World poses compose the frames' cached offsets (:func:`refresh_offsets`) with their
-    bodies' poses."""
+    bodies' poses. ``signs`` (one per view row, or empty: ``w >= 0``) gives the sign of each world orientation
+    relative to the product ``body * offset`` (:func:`_frame_pose`)."""
     k = wp.tid()
     i = _view_row(k, kind, indices, mask, count)
     if i == -2:
@@ -240,7 +249,10 @@ def read_poses(
     elif sheared[n] != 0:  # rare: the world matrix itself, decomposed as on every other backend
         p, q = pose_of(_world_matrix(n, local, chain, anchor, body, body_q), offset)
     else:
-        p, q = _frame_pose(offsets[n], body[n], body_q, offset)
+        sign = float(0.0)
+        if signs.shape[0] > 0:
+            sign = signs[i]
+        p, q = _frame_pose(offsets[n], body[n], body_q, offset, sign)
     pos_out[k] = p
     quat_out[k] = q
 
@@ -381,7 +393,7 @@ def commit_writes(
     # outputs
     local_out: wp.array(dtype=wp.mat44d),
     req_row_out: wp.array(dtype=wp.int32),
-    offsets_out: wp.array(dtype=wp.transformd),
+    offsets_out: wp.array(dtype=wp.transformf),
     sheared_out: wp.array(dtype=wp.int32),
 ):
     """Store the solved local matrices unless any row of the call failed (then nothing is written); reset the

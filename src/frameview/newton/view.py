@@ -142,6 +142,7 @@ class NewtonFrameView(BaseFrameView):
         self._no_index = wp.empty(0, dtype=wp.int32, device=dev)
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._no_bodies = wp.empty(0, dtype=wp.transformf, device=dev)
+        self._quat_signs = wp.empty(0, dtype=wp.float32, device=dev)  # w >= 0 (see _use_quat_signs)
         self._launches = LaunchCache(dev, self._errors)
         self._checked_body_q: wp.array | None = None  # the last body_q that passed _body_q's checks
         self._offset_key = OffsetKeys(NO_OFFSET)
@@ -194,6 +195,12 @@ class NewtonFrameView(BaseFrameView):
         target.set_world_poses(pos, quat)
 
     # ---------------------------------------------------------------- plumbing
+
+    def _use_quat_signs(self, signs: wp.array | None) -> None:
+        """World orientations with the sign ``signs[row] * (body * offset)`` instead of ``w >= 0`` (the Isaac Lab
+        adapter: Isaac Lab's Newton view returns the product's sign); ``None`` goes back to ``w >= 0``."""
+        self._quat_signs = signs if signs is not None else wp.empty(0, dtype=wp.float32, device=self._device)
+        self._launches.clear()
 
     def _current_state(self) -> newton.State:
         return self._engine.state()
@@ -250,11 +257,11 @@ class NewtonFrameView(BaseFrameView):
         body_q = self._body_q() if world else self._no_bodies
         offset_key = self._offset_key(offset)
         name = ("poses", world, rows.kind, rows.checked, offset_key is None)
-        key = (*self._launch_rows_key(rows), body_q.ptr, pos_out.ptr, quat_out.ptr, offset_key)
+        key = (*self._launch_rows_key(rows), body_q.ptr, pos_out.ptr, quat_out.ptr, offset_key, self._quat_signs.ptr)
         store = self._store
         self._launches.run(name, key, lambda: [(read_poses, rows.count, [
             store.local, store.chain, store.anchor, store.body, store.offset, store.sheared, body_q,
-            *self._rows_params(rows), int(world), offset,
+            *self._rows_params(rows), int(world), offset, self._quat_signs,
             pos_out, quat_out, self._errors.status,
         ])], publish=not rows.checked)  # fmt: skip
 
