@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from .._core.values import float32_rows, unwrap
+from .._core.launch import RecordedLaunch
+from .._core.values import device_data, unwrap
 from .kernels import (
     NO_BODIES,
     NO_OFFSETS,
@@ -108,6 +109,7 @@ class IsaacLabFrameView:
         self._prims: list[Any] | None = None
         self._proxies = _Proxies(flat=self.frameview_backend != "newton")
         self._no_rows = wp.empty(0, dtype=wp.int32, device=self._device)
+        self._casts: dict = {}  # device casts of written orientations (device_data keeps them alive)
         self._ready_handle: Any = None
         if self.frameview_backend != "newton":
             self._build(None)
@@ -139,6 +141,12 @@ class IsaacLabFrameView:
             wp.launch(offset_signs, view.count, inputs=[view._view_node, view._store.offset, self._offset_sign],
                       outputs=[self._world_signs], device=self._device)  # fmt: skip
             view._use_quat_signs(self._world_signs)
+            nodes = view._view_node.numpy()
+            store = view._store
+            # frames whose USD parent is their body: their local pose is the offset the read signs itself
+            self._direct_local = bool(np.all(store._anchor[nodes] < 0)) and bool(
+                np.all(np.abs(store._chain[nodes] - np.eye(4)) <= 1.0e-12)
+            )
 
     def _isaaclab_offset_quats(self) -> wp.array:
         """Each Newton frame's rotation from its body (from the world, for a frame on no body) as Isaac Lab's
@@ -255,18 +263,27 @@ class IsaacLabFrameView:
         if orientations is None or self.frameview_backend != "newton":
             return
         view = self.frameview
+        if not view._store.anchored:  # the write's own commit launch set them (NewtonFrameView._use_quat_signs)
+            return
         rows = view._args.prepare(indices, None)  # device int32 rows (narrowed on the device if need be)
-        written = float32_rows(unwrap(orientations), "orientations", 4, view._device, True)[0]
-        if isinstance(written, np.ndarray):
-            written = wp.array(written, dtype=wp.float32, device=self._device)
+        value = unwrap(orientations)
+        written = device_data(value, wp.quatf, view._device, self._casts)  # zero-copy where the write's was
+        if written is None:
+            host = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else (
+                value.numpy() if isinstance(value, wp.array) else value), dtype=np.float32)  # fmt: skip
+            written = wp.array(host.reshape(-1, 4), dtype=wp.quatf, device=self._device)
         store = view._store
         idx = rows.indices if rows.indices is not None else self._no_rows
-        wp.launch(written_signs, rows.count, inputs=[idx, written, view._view_node, store.body, store.offset,
-                  view.state.body_q], outputs=[self._world_signs], device=self._device)  # fmt: skip
+        params = [idx, written, view._view_node, store.body, store.offset, view.state.body_q, self._world_signs]
+        cmd = self.__dict__.get("_signs_cmd")
+        if cmd is None:
+            cmd = self._signs_cmd = RecordedLaunch(written_signs, rows.count, params, view._device)
+        cmd.launch(rows.count, params)
 
     def _get_local_poses_impl(self, indices: Any = None) -> tuple[Any, Any]:
         pos, quat = self.frameview.get_local_poses(indices)
-        quat = self._signed("local_quat", quat, self._local_rule(), indices)
+        if not getattr(self, "_direct_local", False):
+            quat = self._signed("local_quat", quat, self._local_rule(), indices)
         return self._proxies.wrap("local_pos", pos), self._proxies.wrap("local_quat", quat)
 
     def _get_world_scales_impl(self, indices: Any = None) -> Any:
@@ -422,7 +439,7 @@ class _ScopeWriter:
             fv_view = view.frameview
             pos, quat = (fv_view.get_world_poses if self.space == "world" else fv_view.get_local_poses)(indices)
         rule = view._world_rule() if self.space == "world" else view._local_rule()
-        if rule != SIGN_NEWTON:  # Newton world poses come signed from the read itself
+        if rule != SIGN_NEWTON and not (rule == SIGN_NEWTON_LOCAL and getattr(view, "_direct_local", False)):
             quat = view._signed(f"{self.space}_quat", quat, rule, indices)  # signed as Isaac Lab's getters sign them
         return view._proxies.wrap(f"{self.space}_pos", pos), view._proxies.wrap(f"{self.space}_quat", quat)
 

@@ -211,7 +211,7 @@ def offset_signs(
 def written_signs(
     # inputs
     rows: wp.array(dtype=wp.int32),
-    written: wp.array2d(dtype=wp.float32),
+    written: wp.array(dtype=wp.quatf),
     view_node: wp.array(dtype=wp.int32),
     node_body: wp.array(dtype=wp.int32),
     node_offset: wp.array(dtype=wp.transformf),
@@ -231,8 +231,7 @@ def written_signs(
     b = node_body[n]
     if b >= 0:
         q = wp.transform_get_rotation(body_q[b]) * q
-    w = wp.quatf(written[k, 0], written[k, 1], written[k, 2], written[k, 3])
     s = float(1.0)
-    if wp.dot(q, w) < 0.0:
+    if wp.dot(q, written[k]) < 0.0:
         s = -1.0
     signs_out[i] = s
