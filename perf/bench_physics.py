@@ -18,7 +18,13 @@ the device's work), after warm-up calls. Rows:
 - ``joint_state_reset_mask``: the same envs as a boolean device mask (all rows' buffers, the others untouched);
 - ``root_velocities``: ``robots.get_root_velocities()``;
 - ``link_poses``: ``robots.get_link_poses()``: (envs, 13) poses;
-- ``body_velocities``: ``bases.get_velocities()`` on a rigid-body view of every base.
+- ``body_velocities``: ``bases.get_velocities()`` on a rigid-body view of every base;
+- ``joint_state_hook``: ``reader.read()`` through a view made with a kinematics hook (``forward=``) that finds
+  nothing pending, as Isaac Lab's ``NewtonManager.forward()`` between resets: beside ``joint_state`` (no hook);
+- ``reset_write_read``: a reset of ``reset`` envs through the articulation view, as a user writes it:
+  ``set_dof_state(positions, velocities, ids)`` (device ids and data; forward kinematics of the articulations
+  written), then ``get_link_poses`` of those envs; beside ``newton.eval_fk`` over a mask of the same
+  envs alone (the floor of the forward kinematics one write needs).
 
 Before timing, each view's output is checked against the Newton arrays read with NumPy; the largest difference goes
 to the JSON. Results go to perf/out/ (git-ignored) unless ``--save-as NAME`` writes perf/results/physics_NAME.json.
@@ -196,6 +202,31 @@ def run_scene(envs: int, device: str, reset: int, timer: Timer) -> dict:
     def direct(kernel: Any, dim: Any, inputs: list) -> Any:
         return lambda: wp.launch(kernel, dim=dim, inputs=inputs, device=device)
 
+    pending = {"dirty": False}
+
+    def forward() -> None:  # Isaac Lab's NewtonManager.forward() between resets: a flag test
+        if pending["dirty"]:
+            raise AssertionError("nothing is pending in this benchmark")
+
+    hooked = fv.make_articulation_view({"prim_path": "/World/envs/env_.*/Robot", "backend": "newton",
+                                        "options": {"forward": forward}}, **engine).joint_state_reader()  # fmt: skip
+    import newton
+
+    rng = np.random.default_rng(2)
+    reset_q = wp.array(rng.uniform(-0.3, 0.3, (reset, robots.dof_count)).astype(np.float32), device=device)
+    reset_qd = wp.zeros((reset, robots.dof_count), dtype=wp.float32, device=device)
+    art_mask = wp.zeros(model.articulation_count, dtype=wp.bool, device=device)
+    art_mask_np = np.zeros(model.articulation_count, dtype=bool)
+    art_mask_np[ids_np] = True  # one articulation per env, in env order (the example's robots)
+    art_mask.assign(art_mask_np)
+
+    def reset_through_views() -> None:
+        robots.set_dof_state(reset_q, reset_qd, indices=ids)
+        robots.get_link_poses(ids)
+
+    def eval_fk_alone() -> None:
+        newton.eval_fk(model, state.joint_q, state.joint_qd, state, art_mask)
+
     arrays = [q_tab, qd_tab, state.joint_q, state.joint_qd, control.joint_f]
     rows = {
         "joint_state": (lambda: reader.read(), direct(direct_joint_state, (envs, d), [*arrays, *out3])),
@@ -217,6 +248,8 @@ def run_scene(envs: int, device: str, reset: int, timer: Timer) -> dict:
             lambda: bases.get_velocities(),
             direct(direct_twists, (envs, 1), [roots, state.body_qd, *twists]),
         ),
+        "joint_state_hook": (lambda: hooked.read(), lambda: reader.read()),
+        "reset_write_read": (reset_through_views, eval_fk_alone),
     }
     result: dict[str, Any] = {"envs": envs, "dofs": d, "links": robots.link_count, "reset": reset,
                               "create_views_s": create_s, **build_times, "max_abs_err": err, "rows": {}}  # fmt: skip
@@ -234,6 +267,7 @@ def run_scene(envs: int, device: str, reset: int, timer: Timer) -> dict:
         )
         print(f"  {envs:6d} envs  {name:24s}{shown}", flush=True)
     reader.close()
+    hooked.close()
     bases.close()
     return result
 

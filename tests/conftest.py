@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import pytest
 import warp as wp
@@ -48,3 +49,28 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> objec
 def device(request: pytest.FixtureRequest) -> str:
     """A Warp device name: ``"cpu"`` and, when a GPU is present, ``"cuda:0"``."""
     return request.param
+
+
+@pytest.fixture
+def newton_manager(monkeypatch: pytest.MonkeyPatch, device: str) -> Any:
+    """The Isaac Lab ``NewtonManager`` stand-in (tests/newton_manager_fake.py) over a stepped 4-env simulation of
+    tests/test_physics_newton.py, installed in ``sys.modules`` under Isaac Lab's module name."""
+    import sys
+    import types
+
+    pytest.importorskip("newton")
+    from newton_manager_fake import FakeNewtonManager
+    from test_physics_newton import Sim
+
+    sim = Sim(device, envs=4)
+    sim.step(5)
+    monkeypatch.setattr(FakeNewtonManager, "sim", sim)
+    monkeypatch.setattr(FakeNewtonManager, "kinematics_dirty", False)
+    monkeypatch.setattr(FakeNewtonManager, "forward_calls", 0)
+    masks = {"_fk_reset_mask": sim.model.articulation_count, "_world_reset_mask": sim.model.world_count + 1}
+    for name, size in masks.items():
+        monkeypatch.setattr(FakeNewtonManager, name, wp.zeros(size, dtype=wp.bool, device=device))
+    module = types.ModuleType("isaaclab_newton.physics.newton_manager")
+    module.NewtonManager = FakeNewtonManager  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "isaaclab_newton.physics.newton_manager", module)
+    return FakeNewtonManager

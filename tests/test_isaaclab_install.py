@@ -228,6 +228,22 @@ def test_newton_view_matches_isaaclabs_own_view() -> None:
                 np.testing.assert_allclose(view.get_scales(*args).torch.numpy(), stock.get_scales(*args).torch.numpy())
             assert (quat.torch.numpy()[:, 3] < 0).any() or (quat.torch.numpy()[:, :3] < 0).any()
             np.testing.assert_allclose(view.get_scales().torch.numpy()[0], [0.1, 0.15, 0.2], rtol=1e-6)  # half sizes
+            # sign parity after writes: world orientations with w < 0 read back as Isaac Lab's view reads them
+            rng = np.random.default_rng(4)
+            q = rng.normal(size=(3, 4)).astype(np.float32)
+            q /= np.linalg.norm(q, axis=1, keepdims=True)
+            q[:2, 3] = -np.abs(q[:2, 3])  # two with w < 0, one with w >= 0
+            p = rng.uniform(-1.0, 1.0, (3, 3)).astype(np.float32)
+            for v in (view, stock):
+                with v.xform_world_space_writer() as w:
+                    w.set_poses(positions=wp.array(p, dtype=wp.vec3f), orientations=wp.array(q, dtype=wp.vec4f),
+                                indices=ids)  # fmt: skip
+            for args in ((), (ids,)):
+                pos, quat = view.get_world_poses(*args)
+                spos, squat = stock.get_world_poses(*args)
+                np.testing.assert_allclose(pos.torch.numpy(), spos.torch.numpy(), atol=2e-6)
+                np.testing.assert_allclose(quat.torch.numpy(), squat.torch.numpy(), atol=2e-6)  # the sign written
+            np.testing.assert_allclose(view.get_world_poses(ids)[1].torch.numpy(), q, atol=2e-6)
             assert np.isfinite(body_q).all()
         finally:
             view.close()

@@ -9,9 +9,7 @@ one is exercised by ``scripts/isaaclab-check``. Truth is Newton's own arrays aft
 
 from __future__ import annotations
 
-import sys
-import types
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,79 +20,12 @@ import frameview as fv
 
 newton = pytest.importorskip("newton")
 
+from newton_manager_fake import FakeNewtonManager  # noqa: E402
 from test_physics_newton import Sim, body_index, canonical, robot_paths  # noqa: E402
 
 ENVS = 4
 RESET = [1, 3]
 CAM_OFFSET = (0.0, 0.05, 0.1)
-
-
-class FakeNewtonManager:
-    """Isaac Lab 3's ``NewtonManager`` as the views see it: class-level getters and ``forward()``."""
-
-    sim: ClassVar[Any] = None
-    kinematics_dirty: ClassVar[bool] = False
-    fk_mask: ClassVar[Any] = None
-    forward_calls: ClassVar[int] = 0
-
-    @classmethod
-    def get_model(cls) -> Any:
-        return None if cls.sim is None else cls.sim.model
-
-    @classmethod
-    def get_state_0(cls) -> Any:
-        return None if cls.sim is None else cls.sim.state
-
-    @classmethod
-    def get_control(cls) -> Any:
-        return None if cls.sim is None else cls.sim.control
-
-    @classmethod
-    def forward(cls) -> None:
-        cls.forward_calls += 1
-        if not cls.kinematics_dirty:
-            return
-        state = cls.sim.state
-        newton.eval_fk(cls.sim.model, state.joint_q, state.joint_qd, state, cls.fk_mask)
-        cls.fk_mask.zero_()
-        cls.kinematics_dirty = False
-
-    @classmethod
-    def reset_envs(cls, envs: list[int], seed: int = 0) -> None:
-        """Isaac Lab's reset: new joint coordinates for ``envs``, kinematics marked pending (body_q left stale)."""
-        sim = cls.sim
-        rng = np.random.default_rng(seed)
-        q, qd = sim.state.joint_q.numpy(), sim.state.joint_qd.numpy()
-        starts = sim.model.articulation_start.numpy()
-        q_start, qd_start = sim.model.joint_q_start.numpy(), sim.model.joint_qd_start.numpy()
-        mask = cls.fk_mask.numpy()
-        for env in envs:
-            j0, j1 = starts[env] + 1, starts[env + 1]  # the joints below the root (a free joint's quaternion stays)
-            q[q_start[j0] : q_start[j1]] += rng.uniform(-0.6, 0.6, q_start[j1] - q_start[j0])
-            qd[qd_start[j0] : qd_start[j1]] = rng.uniform(-1.0, 1.0, qd_start[j1] - qd_start[j0])
-            mask[env] = True
-        sim.state.joint_q.assign(q)
-        sim.state.joint_qd.assign(qd)
-        cls.fk_mask.assign(mask)
-        cls.kinematics_dirty = True
-
-
-FakeNewtonManager.__module__ = "isaaclab_newton.physics.newton_manager"
-
-
-@pytest.fixture
-def manager(monkeypatch: pytest.MonkeyPatch, device: str) -> type[FakeNewtonManager]:
-    sim = Sim(device, envs=ENVS)
-    sim.step(5)
-    monkeypatch.setattr(FakeNewtonManager, "sim", sim)
-    monkeypatch.setattr(FakeNewtonManager, "kinematics_dirty", False)
-    monkeypatch.setattr(FakeNewtonManager, "forward_calls", 0)
-    monkeypatch.setattr(FakeNewtonManager, "fk_mask", wp.zeros(sim.model.articulation_count, dtype=wp.bool,
-                                                                device=device))  # fmt: skip
-    module = types.ModuleType("isaaclab_newton.physics.newton_manager")
-    module.NewtonManager = FakeNewtonManager  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "isaaclab_newton.physics.newton_manager", module)
-    return FakeNewtonManager
 
 
 def getters(m: type[FakeNewtonManager]) -> dict[str, Any]:
@@ -134,10 +65,11 @@ def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("handles", ["getters", "objects"])
-def test_reads_after_a_reset_are_fresh(manager: type[FakeNewtonManager], device: str, handles: str) -> None:
+def test_reads_after_a_reset_are_fresh(newton_manager: type[FakeNewtonManager], device: str, handles: str) -> None:
     """After a reset wrote joint coordinates and marked kinematics pending, every Newton view (articulations, rigid
     bodies, the joint-state reader, a camera on a link) reads the poses forward kinematics gives, on exactly the
     reset rows too, without an argument: Isaac Lab's manager is recognised behind its getters or its model."""
+    manager = newton_manager
     engine = getters(manager) if handles == "getters" else objects(manager)
     arts = fv.NewtonArticulationView("/World/envs/env_.*/Robot", **engine)
     links = fv.NewtonRigidBodyView("/World/envs/env_.*/Robot/link2", **engine)
@@ -207,9 +139,10 @@ def test_plain_objects_without_a_manager_read_the_arrays_as_they_are(device: str
 # ---------------------------------------------------------------- lifetime
 
 
-def test_hard_reset_makes_every_view_stale(manager: type[FakeNewtonManager], device: str) -> None:
+def test_hard_reset_makes_every_view_stale(newton_manager: type[FakeNewtonManager], device: str) -> None:
     """A new model behind the manager (a hard sim.reset()) makes views built from its getters and from its objects
     raise StaleViewError; is_current says so first."""
+    manager = newton_manager
     by_getters = fv.NewtonArticulationView("/World/envs/env_.*/Robot", **getters(manager))
     by_objects = fv.NewtonArticulationView("/World/envs/env_.*/Robot", **objects(manager))
     frames = fv.NewtonFrameView("/World/envs/env_.*/Robot/link2/Cam", stage=camera_stage(ENVS),
@@ -227,9 +160,10 @@ def test_hard_reset_makes_every_view_stale(manager: type[FakeNewtonManager], dev
         frames.get_world_poses()
 
 
-def test_closed_simulation_and_physics_not_ready(manager: type[FakeNewtonManager], device: str) -> None:
+def test_closed_simulation_and_physics_not_ready(newton_manager: type[FakeNewtonManager], device: str) -> None:
     """Getters returning None: a view built then says physics is not ready; a view whose simulation closed raises
     StaleViewError saying the getter returned None (not AttributeError, not 'another model')."""
+    manager = newton_manager
     view = fv.NewtonArticulationView("/World/envs/env_.*/Robot", **getters(manager))
     mixed = fv.NewtonRigidBodyView("/World/envs/env_.*/Robot/link1", model=manager.sim.model,
                                    state=manager.get_state_0)  # fmt: skip
@@ -321,3 +255,25 @@ def test_accelerations_from_an_array_or_the_state(device: str) -> None:
                                                                                         device=device))  # fmt: skip
     with pytest.raises(TypeError, match="accelerations"):
         bad.get_accelerations()
+
+
+@pytest.mark.slow
+def test_accelerations_from_the_state_on_older_newton(device: str) -> None:
+    """newton < 1.7 (Isaac Lab 3.0's pin): ``model.request_state_attributes("body_qdd")`` and MuJoCo Warp fill
+    ``state.body_qdd``, which the view reads without an argument: a free-falling ball accelerates at g."""
+    if _observables_supported():
+        pytest.skip(f"newton {newton.__version__} computes accelerations as a solver observable (tested above)")
+    pytest.importorskip("mujoco_warp", reason="MuJoCo Warp fills state.body_qdd on newton < 1.7")
+    builder = newton.ModelBuilder()
+    ball = builder.add_body(xform=wp.transform((0.0, 0.0, 3.0), wp.quat_identity()), mass=1.0, label="/World/Ball")
+    builder.add_shape_sphere(ball, radius=0.1)
+    model = builder.finalize(device=device)
+    model.request_state_attributes("body_qdd")
+    state, next_state, control = model.state(), model.state(), model.control()
+    solver = newton.solvers.SolverMuJoCo(model)
+    for _ in range(3):
+        solver.step(state, next_state, control, None, 1.0 / 120.0)
+        state, next_state = next_state, state
+    view = fv.NewtonRigidBodyView("/World/Ball", model=model, state=lambda: state)
+    lin, _ang = view.get_accelerations()
+    np.testing.assert_allclose(lin.numpy()[0], [0.0, 0.0, -9.81], atol=1e-3)

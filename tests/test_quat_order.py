@@ -359,3 +359,26 @@ def test_physics_views_return_wxyz(device: str) -> None:
     _, quat = plain.get_root_poses()
     assert quat.dtype == wp.quatf
     assert_quats_close(quat.numpy(), body_q[[row[0] for row in links], 3:], atol=ATOL)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "warp", "torch"])
+def test_physics_reset_writes_take_wxyz(device: str, kind: str) -> None:
+    """A wxyz articulation view's set_root_poses reads (w, x, y, z): the roots land at the rotations Newton's body_q
+    then holds (xyzw), as an xyzw view writing the same rotations puts them."""
+    if kind == "torch" and device != "cpu":
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("torch has no CUDA here")
+    newton = pytest.importorskip("newton")
+    model, state = newton_scene(device)
+    label = {name: i for i, name in enumerate(model.body_label)}
+    roots = [label[f"/World/envs/env_{e}/Robot/base"] for e in range(2)]
+    robots = fv.NewtonArticulationView("/World/envs/env_.*/Robot", model=model, state=state, quat_order="wxyz")
+    q = random_quats(np.random.default_rng(9), 2)
+    data = as_input(kind, wxyz(q), device)
+    robots.set_root_poses(np.array([[0.0, 0.0, 2.0], [1.0, 0.0, 2.0]], np.float32), data)
+    robots.check()
+    newton.eval_fk(model, state.joint_q, state.joint_qd, state)
+    assert_quats_close(state.body_q.numpy()[roots, 3:].astype(np.float64), q, atol=ATOL)
+    _, quat = robots.get_root_poses()
+    assert_wxyz_output(quat, q)

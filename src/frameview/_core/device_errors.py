@@ -123,6 +123,8 @@ class DeviceErrors:
         self._device = device
         self._capturing: bool | None = None
         self.status = wp.full(1, STATUS_OK, dtype=wp.int32, device=device)
+        # CPU: the word is host memory, read in place (no array wrapper built per call)
+        self._status_host = self.status.numpy() if device.is_cpu else None
         self._pending: dict[int, Callable[[int], Exception]] = {}  # call number -> error factory, not yet known clean
         self._calls = 0  # publishing calls executed (counted), as the device counts them
         self.deferred = (device.is_cuda and device.is_uva) if deferred is None else deferred
@@ -200,7 +202,8 @@ class DeviceErrors:
         if not self.deferred or now:
             if self._pending:  # an earlier call's error is reported as that call's, not this one's
                 self.poll(wait=True)
-            value = int(to_numpy(self.status)[0])
+            host = self._status_host
+            value = int(host[0]) if host is not None else int(to_numpy(self.status)[0])
             if value != STATUS_OK:
                 self._reset()
                 raise make_error(value)
@@ -290,6 +293,9 @@ _FIRST_ARGUMENT = {
     "set_local": "translations",
     "set_local_scales": "scales",
     "set_world_scales": "scales",
+    "set_dof_state": "positions or velocities",
+    "set_root_poses": "positions or orientations",
+    "set_root_velocities": "linear or angular",
 }
 """The non-orientation argument of each setter, named in device-side value errors."""
 

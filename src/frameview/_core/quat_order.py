@@ -22,6 +22,7 @@ import numpy as np
 import warp as wp
 
 from .config_checks import QUAT_ORDERS, check_quat_order
+from .interop import rows_view
 from .launch import RecordedLaunch, block_dim_for
 
 __all__ = ["QUAT_ORDERS", "XYZW", "QuatOrder", "check_quat_order", "quat_order_part", "wxyz_outputs"]
@@ -112,6 +113,17 @@ class QuatOrder:
         if n:
             self._launch("in", wxyz_rows_to_xyzw, n, [quats, out])
         return out
+
+    def float_rows_input(self, rows: wp.array, out: wp.array) -> wp.array:
+        """(M, 4) float32 rows holding wxyz (unit column stride) -> ``out`` ((M,) ``wp.quatf``, the view's), returned
+        as (M, 4) float32 rows xyzw over ``out``'s memory (which the caller keeps: the view owns it)."""
+        n = rows.shape[0]
+        if n:
+            quats = rows_view(rows, wp.quatf)
+            if quats is None:  # another layout: a contiguous copy first
+                quats = rows_view(wp.clone(rows), wp.quatf)
+            self.device_input(quats, out)
+        return wp.array(ptr=out.ptr, dtype=wp.float32, shape=(n, 4), device=out.device, copy=False)
 
     def outputs(self, quats: wp.array, mask: wp.array | None = None) -> wp.array:
         """The view's xyzw output buffer ``quats`` (contiguous ``wp.quatf``, (M,) or (M, K)) reordered in place to

@@ -37,6 +37,9 @@ What the adapter (:class:`IsaacLabFrameView`, a subclass of Isaac Lab's ``BaseFr
   are found through the model's body labels (:mod:`frameview.newton.clones`).
 
 ``validate_xform_ops`` is accepted and ignored: frameview reads the composed transforms and authors no xformOps.
+
+The typed physics views in Isaac Lab's terms (its manager, names, quaternion sign, ``ProxyArray`` outputs) are
+:class:`ArticulationView`, :class:`RigidBodyView` and :class:`JointStateReader` (:mod:`frameview.isaaclab.physics`).
 """
 
 from __future__ import annotations
@@ -45,8 +48,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from .adapter import INSTALL_HINT, LEGACY_SCALES, IsaacLabFrameView, import_isaaclab
+from .physics import ENV_REGEX_NS, ArticulationView, JointStateReader, RigidBodyView
 
-__all__ = ["DEFAULT_BACKENDS", "IsaacLabFrameView", "install", "installed", "uninstall"]
+__all__ = [
+    "DEFAULT_BACKENDS",
+    "ENV_REGEX_NS",
+    "ArticulationView",
+    "IsaacLabFrameView",
+    "JointStateReader",
+    "RigidBodyView",
+    "install",
+    "installed",
+    "uninstall",
+]
 
 DEFAULT_BACKENDS: Mapping[str, str] = {"physx": "fabric", "newton": "newton"}
 """Isaac Lab physics backend (a key of ``FrameView._registry``) -> frameview backend that serves it by default.

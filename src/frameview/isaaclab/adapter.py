@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from .._core.launch import RecordedLaunch
+from .._core.values import device_data, unwrap
 from .kernels import (
     NO_BODIES,
     NO_OFFSETS,
@@ -21,8 +23,10 @@ from .kernels import (
     SIGN_NEWTON_LOCAL,
     SIGN_WARP,
     gather_shape_scales,
+    offset_signs,
     scatter_shape_scales,
     signed_quats,
+    written_signs,
 )
 
 __all__ = ["INSTALL_HINT", "LEGACY_SCALES", "IsaacLabFrameView", "import_isaaclab"]
@@ -60,7 +64,10 @@ class _Proxies:
     def wrap(self, name: str, array: wp.array) -> Any:
         last = self._last.get(name)
         if last is None or last[0] is not array:
-            shaped = array.view(wp.float32) if self._flat else array
+            if self._flat:
+                shaped = array.view(wp.float32)
+            else:  # Isaac Lab's Newton view: (M,) vec3f / vec4f (frameview's quatf buffers, viewed as vec4f)
+                shaped = array.view(wp.vec4f) if array.dtype == wp.quatf else array
             last = self._last[name] = (array, self._proxy_type(shaped))
         return last[1]
 
@@ -102,6 +109,7 @@ class IsaacLabFrameView:
         self._prims: list[Any] | None = None
         self._proxies = _Proxies(flat=self.frameview_backend != "newton")
         self._no_rows = wp.empty(0, dtype=wp.int32, device=self._device)
+        self._casts: dict = {}  # device casts of written orientations (device_data keeps them alive)
         self._ready_handle: Any = None
         if self.frameview_backend != "newton":
             self._build(None)
@@ -127,6 +135,18 @@ class IsaacLabFrameView:
         else:
             self._view = make_frame_view(cfg, self._stage, model=manager.get_model(), state=manager.get_state_0)
             self._offset_sign = self._isaaclab_offset_quats()
+            # world reads signed as Isaac Lab's Newton view signs them, inside the view's own read launch
+            view = self._view
+            self._world_signs = wp.empty(view.count, dtype=wp.float32, device=self._device)
+            wp.launch(offset_signs, view.count, inputs=[view._view_node, view._store.offset, self._offset_sign],
+                      outputs=[self._world_signs], device=self._device)  # fmt: skip
+            view._use_quat_signs(self._world_signs)
+            nodes = view._view_node.numpy()
+            store = view._store
+            # frames whose USD parent is their body: their local pose is the offset the read signs itself
+            self._direct_local = bool(np.all(store._anchor[nodes] < 0)) and bool(
+                np.all(np.abs(store._chain[nodes] - np.eye(4)) <= 1.0e-12)
+            )
 
     def _isaaclab_offset_quats(self) -> wp.array:
         """Each Newton frame's rotation from its body (from the world, for a frame on no body) as Isaac Lab's
@@ -233,12 +253,37 @@ class IsaacLabFrameView:
 
     def _get_world_poses_impl(self, indices: Any = None) -> tuple[Any, Any]:
         pos, quat = self.frameview.get_world_poses(indices)
-        quat = self._signed("world_quat", quat, self._world_rule(), indices)
+        if self.frameview_backend != "newton":  # Newton: signed by the read launch itself (_build)
+            quat = self._signed("world_quat", quat, self._world_rule(), indices)
         return self._proxies.wrap("world_pos", pos), self._proxies.wrap("world_quat", quat)
+
+    def _after_world_write(self, orientations: Any, indices: Any) -> None:
+        """Newton: after a world write of ``orientations``, the written rows' read sign follows what was written (as
+        Isaac Lab's Newton view, which stores ``inv(body) * written``); one launch, on the device."""
+        if orientations is None or self.frameview_backend != "newton":
+            return
+        view = self.frameview
+        if not view._store.anchored:  # the write's own commit launch set them (NewtonFrameView._use_quat_signs)
+            return
+        rows = view._args.prepare(indices, None)  # device int32 rows (narrowed on the device if need be)
+        value = unwrap(orientations)
+        written = device_data(value, wp.quatf, view._device, self._casts)  # zero-copy where the write's was
+        if written is None:
+            host = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else (
+                value.numpy() if isinstance(value, wp.array) else value), dtype=np.float32)  # fmt: skip
+            written = wp.array(host.reshape(-1, 4), dtype=wp.quatf, device=self._device)
+        store = view._store
+        idx = rows.indices if rows.indices is not None else self._no_rows
+        params = [idx, written, view._view_node, store.body, store.offset, view.state.body_q, self._world_signs]
+        cmd = self.__dict__.get("_signs_cmd")
+        if cmd is None:
+            cmd = self._signs_cmd = RecordedLaunch(written_signs, rows.count, params, view._device)
+        cmd.launch(rows.count, params)
 
     def _get_local_poses_impl(self, indices: Any = None) -> tuple[Any, Any]:
         pos, quat = self.frameview.get_local_poses(indices)
-        quat = self._signed("local_quat", quat, self._local_rule(), indices)
+        if not getattr(self, "_direct_local", False):
+            quat = self._signed("local_quat", quat, self._local_rule(), indices)
         return self._proxies.wrap("local_pos", pos), self._proxies.wrap("local_quat", quat)
 
     def _get_world_scales_impl(self, indices: Any = None) -> Any:
@@ -333,19 +378,29 @@ class _ScopeWriter:
     _view: IsaacLabFrameView
 
     def _enter_impl(self) -> None:
+        """Open frameview's own writer scope only where holding writes changes the result (a view that holds a prim
+        and one of its ancestors); otherwise each write goes straight to the view: one frameview write per
+        ``set_poses``, no held copy, no second scope (Isaac Lab's scope already locks the view's getters)."""
         view = self._view
+        self._scope: Any = None
         try:
             fv_view = view.frameview
-            self._scope = (fv_view.xform_world_space_writer if self.space == "world" else (
-                fv_view.xform_local_space_writer))()  # fmt: skip
-            self._scope.__enter__()
+            fv_view._check_open()
+            if fv_view._stager.nested_prims():
+                self._scope = (fv_view.xform_world_space_writer if self.space == "world" else (
+                    fv_view.xform_local_space_writer))()  # fmt: skip
+                self._scope.__enter__()
         except BaseException:
             view._active_writer = None  # Isaac Lab's __enter__ claimed the view before calling this hook
             raise
 
     def _exit_impl(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
         scope, self._scope = self._scope, None
-        scope.__exit__(exc_type, exc_val, exc_tb)
+        if scope is not None:
+            scope.__exit__(exc_type, exc_val, exc_tb)
+            for orientations, indices in getattr(self, "_written", ()):
+                self._view._after_world_write(orientations, indices)
+        self._written: list = []
 
     def set_poses(
         self, positions: Any = None, orientations: Any = None, indices: Any = None, *, translations: Any = None
@@ -355,20 +410,43 @@ class _ScopeWriter:
             if positions is not None:
                 raise TypeError("set_poses: pass positions or translations, not both")
             positions = translations
-        self._scope.set_poses(positions, orientations, indices)
+        view = self._view
+        if self._scope is not None:
+            self._scope.set_poses(positions, orientations, indices)
+            if self.space == "world" and orientations is not None:
+                self._written = [*getattr(self, "_written", []), (orientations, indices)]
+            return
+        fv_view = view.frameview
+        write = fv_view.set_world_poses if self.space == "world" else fv_view.set_local_poses
+        write(positions, orientations, indices)
+        if self.space == "world":
+            view._after_world_write(orientations, indices)
 
     def set_scales(self, scales: Any, indices: Any = None) -> None:
         """Write scales of ``indices`` in this scope's space."""
-        self._scope.set_scales(scales, indices)
+        if self._scope is not None:
+            self._scope.set_scales(scales, indices)
+            return
+        fv_view = self._view.frameview
+        (fv_view.set_world_scales if self.space == "world" else fv_view.set_local_scales)(scales, indices)
 
     def get_poses(self, indices: Any = None) -> tuple[Any, Any]:
         """Poses in this scope's space, the scope's writes applied, as ``ProxyArray``s."""
         view = self._view
-        pos, quat = self._scope.get_poses(indices)
+        if self._scope is not None:
+            pos, quat = self._scope.get_poses(indices)
+        else:
+            fv_view = view.frameview
+            pos, quat = (fv_view.get_world_poses if self.space == "world" else fv_view.get_local_poses)(indices)
         rule = view._world_rule() if self.space == "world" else view._local_rule()
-        quat = view._signed(f"{self.space}_quat", quat, rule, indices)  # signed as Isaac Lab's getters sign them
+        if rule != SIGN_NEWTON and not (rule == SIGN_NEWTON_LOCAL and getattr(view, "_direct_local", False)):
+            quat = view._signed(f"{self.space}_quat", quat, rule, indices)  # signed as Isaac Lab's getters sign them
         return view._proxies.wrap(f"{self.space}_pos", pos), view._proxies.wrap(f"{self.space}_quat", quat)
 
     def get_scales(self, indices: Any = None) -> Any:
         """Scales in this scope's space, the scope's writes applied, as a ``ProxyArray``."""
-        return self._view._proxies.wrap(f"{self.space}_scale", self._scope.get_scales(indices))
+        if self._scope is not None:
+            return self._view._proxies.wrap(f"{self.space}_scale", self._scope.get_scales(indices))
+        fv_view = self._view.frameview
+        scales = (fv_view.get_world_scales if self.space == "world" else fv_view.get_local_scales)(indices)
+        return self._view._proxies.wrap(f"{self.space}_scale", scales)

@@ -19,8 +19,10 @@ __all__ = [
     "SIGN_WARP",
     "EmptyArrays",
     "gather_shape_scales",
+    "offset_signs",
     "scatter_shape_scales",
     "signed_quats",
+    "written_signs",
 ]
 
 SIGN_GF, SIGN_WARP, SIGN_NEWTON, SIGN_NEWTON_LOCAL = 0, 1, 2, 3
@@ -86,7 +88,7 @@ def signed_quats(
     rows: wp.array(dtype=wp.int32),
     view_node: wp.array(dtype=wp.int32),
     node_body: wp.array(dtype=wp.int32),
-    node_offset: wp.array(dtype=wp.transformd),
+    node_offset: wp.array(dtype=wp.transformf),
     offset_sign: wp.array(dtype=wp.quatf),
     body_q: wp.array(dtype=wp.transformf),
     out: wp.array(dtype=wp.vec4f),
@@ -114,8 +116,7 @@ def signed_quats(
         if rows.shape[0] > 0:
             r = rows[i]
         n = view_node[r]
-        od = wp.transform_get_rotation(node_offset[n])
-        off = wp.quatf(float(od[0]), float(od[1]), float(od[2]), float(od[3]))
+        off = wp.transform_get_rotation(node_offset[n])
         if wp.dot(off, offset_sign[r]) < 0.0:  # the offset's sign as Isaac Lab's resolve_prim_pose gives it
             off = -off
         ref = off
@@ -182,6 +183,55 @@ class EmptyArrays:
         return array
 
 
-NO_OFFSETS = EmptyArrays(wp.transformd)
+NO_OFFSETS = EmptyArrays(wp.transformf)
 NO_BODIES = EmptyArrays(wp.transformf)
 NO_QUATS = EmptyArrays(wp.quatf)
+
+
+@wp.kernel
+def offset_signs(
+    # inputs
+    view_node: wp.array(dtype=wp.int32),
+    node_offset: wp.array(dtype=wp.transformf),
+    isaaclab_offset: wp.array(dtype=wp.quatf),
+    # outputs
+    signs_out: wp.array(dtype=wp.float32),
+):
+    """Per view row, the sign that aligns frameview's cached offset rotation with Isaac Lab's (``resolve_prim_pose``
+    of the frame relative to its body): world reads then return Isaac Lab's product ``body * offset``, sign included,
+    from the view's own read launch (:meth:`frameview.NewtonFrameView._use_quat_signs`)."""
+    i = wp.tid()
+    s = float(1.0)
+    if wp.dot(wp.transform_get_rotation(node_offset[view_node[i]]), isaaclab_offset[i]) < 0.0:
+        s = -1.0
+    signs_out[i] = s
+
+
+@wp.kernel
+def written_signs(
+    # inputs
+    rows: wp.array(dtype=wp.int32),
+    written: wp.array(dtype=wp.quatf),
+    view_node: wp.array(dtype=wp.int32),
+    node_body: wp.array(dtype=wp.int32),
+    node_offset: wp.array(dtype=wp.transformf),
+    body_q: wp.array(dtype=wp.transformf),
+    # outputs
+    signs_out: wp.array(dtype=wp.float32),
+):
+    """After a world write of orientations ``written`` (xyzw rows) to view rows ``rows`` (empty: all), the sign of
+    each row that makes ``body * offset`` the quaternion written, as Isaac Lab's Newton view stores the offset
+    ``inv(body) * written`` and returns the sign written."""
+    k = wp.tid()
+    i = k
+    if rows.shape[0] > 0:
+        i = rows[k]
+    n = view_node[i]
+    q = wp.transform_get_rotation(node_offset[n])
+    b = node_body[n]
+    if b >= 0:
+        q = wp.transform_get_rotation(body_q[b]) * q
+    s = float(1.0)
+    if wp.dot(q, written[k]) < 0.0:
+        s = -1.0
+    signs_out[i] = s

@@ -21,9 +21,12 @@ except ImportError as exc:  # the optional extra frameview[newton]
         "the Newton physics views need newton: install frameview[newton] (newton, newton-usd-schemas)", name=exc.name
     ) from exc
 
+from .._core.launch import RecordedLaunch
+from .._core.rows import INDEXED, Rows
 from ..physics.base import ArticulationView, PhysicsView, RigidBodyView
 from ..physics.kernels import gather_joint_state, gather_transforms, gather_twists, gather_values
 from ..physics.labels import leaf_name, match_labels
+from ..physics.write_kernels import check_write, scatter_dof_values, scatter_root_values
 from .engine import NewtonEngine
 
 __all__ = ["NewtonArticulationView", "NewtonRigidBodyView"]
@@ -115,6 +118,8 @@ class NewtonRigidBodyView(_NewtonSource, RigidBodyView):
             a ``(body_count,)`` ``wp.spatial_vectorf`` array, or a callable returning either; ``None``:
             ``state.body_qdd`` (newton < 1.7, after ``model.request_state_attributes("body_qdd")``).
         device: Must be the model's device, or None.
+        quat_sign: ``"positive_w"`` (orientations with ``w >= 0``, the default) or ``"engine"`` (the sign Newton
+            holds, as Isaac Lab's data gives it).
         quat_order: ``"xyzw"`` (the default) or ``"wxyz"``: the order of the orientations returned.
 
     Velocities are ``state.body_qd``: linear velocity of the centre of mass and angular velocity, world frame.
@@ -130,13 +135,20 @@ class NewtonRigidBodyView(_NewtonSource, RigidBodyView):
         forward: Any = None,
         accelerations: Any = None,
         device: str | None = None,
+        quat_sign: str = "positive_w",
         quat_order: str = "xyzw",
     ) -> None:
         engine = NewtonEngine(f"NewtonRigidBodyView({prim_path!r})", model, state, control, forward)
         current = engine.model
         labels = _labels(current, "body")
         bodies = match_labels(prim_path, labels, "Newton bodies (model.body_label)")
-        super().__init__(prim_path, [labels[b] for b in bodies], device=_device(current, device), quat_order=quat_order)
+        super().__init__(
+            prim_path,
+            [labels[b] for b in bodies],
+            device=_device(current, device),
+            quat_sign=quat_sign,
+            quat_order=quat_order,
+        )
         self._engine = engine
         engine.name(repr(self))
         self._table = _table([[b] for b in bodies], self._device)
@@ -215,6 +227,8 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
             ``None``: Isaac Lab's ``NewtonManager.forward`` when the handles are Isaac Lab's
             (:doc:`newton`), else nothing.
         device: Must be the model's device, or None.
+        quat_sign: ``"positive_w"`` (orientations with ``w >= 0``, the default) or ``"engine"`` (the sign Newton
+            holds, as Isaac Lab's data gives it).
         quat_order: ``"xyzw"`` (the default) or ``"wxyz"``: the order of the orientations returned.
 
     DOFs are the joints' ``joint_qd`` entries in the model's joint order (the articulation order), without the
@@ -233,6 +247,7 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
         control: Any = None,
         forward: Any = None,
         device: str | None = None,
+        quat_sign: str = "positive_w",
         quat_order: str = "xyzw",
     ) -> None:
         engine = NewtonEngine(f"NewtonArticulationView({prim_path!r})", model, state, control, forward)
@@ -250,7 +265,11 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
                     f"({layout.describe()} vs {first.describe()}); a view holds copies of one articulation"
                 )
         super().__init__(
-            prim_path, [art_labels[a] for a in rows], device=_device(current, device), quat_order=quat_order
+            prim_path,
+            [art_labels[a] for a in rows],
+            device=_device(current, device),
+            quat_sign=quat_sign,
+            quat_order=quat_order,
         )
         self._engine = engine
         engine.name(repr(self))
@@ -262,6 +281,7 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
         self._qd = _table([lay.qd for lay in layouts], self._device)
         self._dof_sign = wp.ones(max(len(first.qd), 1), dtype=wp.float32, device=self._device)
         self._no_f32 = wp.empty(0, dtype=wp.float32, device=self._device)
+        self._writes = _ResetWrites(current, rows, [lay.root_joint for lay in layouts], self._device)
 
     @property
     def has_efforts(self) -> bool:
@@ -275,6 +295,14 @@ class NewtonArticulationView(_NewtonSource, ArticulationView):
                 "the simulation steps with> (or a callable returning it, e.g. Isaac Lab's NewtonManager.get_control)"
             )
         return joint_f
+
+    def _apply_write(self, what: str, rows: Rows, data: list[wp.array | None], checked: bool) -> None:
+        """Scatter into the current state's ``joint_q`` / ``joint_qd``, then forward kinematics of the
+        articulations written: marked for Isaac Lab's ``NewtonManager`` (its next ``forward()``, run by every read
+        of every view, evaluates them with the solver's own kinematics and resets their worlds' solver state), else
+        ``newton.eval_fk`` over exactly those articulations, at once."""
+        state = self._state()
+        self._writes.write(what, rows, data, checked, state, self, self._engine)
 
     def _source(self, what: str) -> tuple[Any, wp.array, list[Any]]:
         if what == "root_poses":
@@ -313,6 +341,7 @@ class _Layout:
         self.dof_names: tuple[str, ...] = ()
         self.dof_types: tuple[str, ...] = ()
         self.fixed_base = False
+        self.root_joint = -1
 
     @property
     def signature(self) -> tuple:
@@ -345,6 +374,7 @@ class _Topology:
             raise ValueError(f"articulation {label!r} has no joints")
         names: list[str] = []
         types: list[str] = []
+        out.root_joint = joints[0]
         for j in joints:
             kind, name = int(self.joint_type[j]), leaf_name(self.joint_labels[j])
             out.links.append(int(self.joint_child[j]))
@@ -371,3 +401,99 @@ class _Topology:
         out.link_names = tuple(leaf_name(self.body_labels[b]) for b in out.links)
         out.dof_names, out.dof_types = tuple(names), tuple(types)
         return out
+
+
+class _ResetWrites:
+    """A Newton articulation view's reset writes: its per-row tables of the root's free joint, the articulation and
+    world of each row, the claims buffer of the device checks and the forward-kinematics mask, made once."""
+
+    def __init__(self, model: Any, arts: Sequence[int], root_joints: Sequence[int], device: Any) -> None:
+        n = len(arts)
+        self._device = device
+        self._model = model
+        q_start, qd_start = model.joint_q_start.numpy(), model.joint_qd_start.numpy()
+        x_p, x_c = model.joint_X_p.numpy(), model.joint_X_c.numpy()
+        roots = np.asarray(root_joints, dtype=np.int64)
+        self.q_start = wp.array(q_start[roots].astype(np.int32), dtype=wp.int32, device=device)
+        self.qd_start = wp.array(qd_start[roots].astype(np.int32), dtype=wp.int32, device=device)
+        self.root_body = wp.array(model.joint_child.numpy()[roots].astype(np.int32), dtype=wp.int32, device=device)
+        self.joint_frame = wp.array(x_p[roots], dtype=wp.transformf, device=device)
+        self.child_frame = wp.array(x_c[roots], dtype=wp.transformf, device=device)
+        self.art = wp.array(np.asarray(arts, dtype=np.int32), dtype=wp.int32, device=device)
+        world = getattr(model, "articulation_world", None)
+        art_world = world.numpy() if world is not None else np.full(model.articulation_count, -1)
+        self.art_world = wp.array(art_world.astype(np.int32), dtype=wp.int32, device=device)
+        self.claims = wp.zeros(n, dtype=wp.int32, device=device)
+        self.fk_mask = wp.zeros(model.articulation_count, dtype=wp.bool, device=device)
+        self.no_world = wp.empty(0, dtype=wp.bool, device=device)
+        self.no_rows = wp.empty((0, 0), dtype=wp.float32, device=device)
+        self.no_index = wp.empty(0, dtype=wp.int32, device=device)
+        self.no_mask = wp.empty(0, dtype=wp.bool, device=device)
+        self._cmds: dict[tuple, RecordedLaunch] = {}
+
+    def _launch(self, kernel: Any, key: tuple, dim: Any, params: list) -> None:
+        """One recorded launch per kernel and call shape (only changed parameters are packed again)."""
+        cmd = self._cmds.get(key)
+        if cmd is None:
+            cmd = self._cmds[key] = RecordedLaunch(kernel, dim, params, self._device)  # recorded, not launched
+        cmd.launch(dim, params)
+
+    def write(self, what: str, rows: Rows, data: list, checked: bool, state: Any, view: Any, engine: Any) -> None:
+        status = view._errors.status
+        indices = rows.narrow[1] if rows.narrow is not None else (rows.indices if rows.kind == INDEXED
+                                                                 else self.no_index)  # fmt: skip
+        mask = rows.mask if rows.mask is not None else self.no_mask
+        head = [int(rows.kind), indices, mask, view.count]
+        shape = (rows.kind, indices.dtype)
+        if not checked:  # device inputs: bounds, repeats, finite values first; the scatter writes only if all pass
+            claim = 1
+            for k, array in enumerate(data):
+                if array is not None:
+                    quat_from = 0 if (what == "root_poses" and k == 1) else -1
+                    self._launch(check_write, ("check", k, *shape), rows.count,
+                                 [*head, array, quat_from, claim, self.claims, status])  # fmt: skip
+                    claim = 0
+        base = _isaaclab_base_manager(engine.manager)
+        if base is not None:  # Isaac Lab: its reset masks, consumed by its next forward() (every view read runs it)
+            fk_mask, world_mask = base._fk_reset_mask, base._world_reset_mask
+        else:
+            fk_mask, world_mask = self.fk_mask, self.no_world
+            fk_mask.zero_()
+        tail = [self.art, self.art_world, int(not checked), status, self.claims]
+        if what == "dof_state":
+            for k, (array, table, target) in enumerate(((data[0], view._q, state.joint_q),
+                                                        (data[1], view._qd, state.joint_qd))):  # fmt: skip
+                if array is not None:
+                    self._launch(scatter_dof_values, ("dof", k, *shape), (rows.count, view.dof_count),
+                                 [*head, table, array, view._dof_sign, *tail, target, fk_mask, world_mask])  # fmt: skip
+        else:
+            velocities = what == "root_velocities"
+            a, b = data
+            self._launch(scatter_root_values, ("root", int(velocities), *shape), rows.count, [
+                *head, self.qd_start if velocities else self.q_start, self.root_body, self.joint_frame,
+                self.child_frame, int(velocities),
+                int(a is not None), self.no_rows if a is None else a,
+                int(b is not None), self.no_rows if b is None else b,
+                state.body_q, *tail, state.joint_qd if velocities else state.joint_q, fk_mask, world_mask,
+            ])  # fmt: skip
+        if base is not None:
+            base.kinematics_dirty = True
+            mark = getattr(base, "_mark_transforms_changed", None)
+            if callable(mark):
+                mark()
+        else:
+            import newton
+
+            newton.eval_fk(self._model, state.joint_q, state.joint_qd, state, fk_mask)
+
+
+def _isaaclab_base_manager(manager: Any) -> Any:
+    """Isaac Lab's ``NewtonManager`` base class (whose class attributes hold the reset masks), or ``None``."""
+    if manager is None:
+        return None
+    for cls in getattr(manager, "__mro__", (manager,)):
+        if hasattr(cls, "_fk_reset_mask") and hasattr(cls, "_world_reset_mask") and cls.__dict__.get(
+            "_fk_reset_mask", None
+        ) is not None:
+            return cls
+    return None

@@ -13,7 +13,8 @@ a :class:`FrameStore` (one per model and stage), holding:
 - its *source* prim on the stage: the prim itself, or, for a frame of a cloned env that exists only in Newton (see
   *Clones* below, :mod:`.clones`), the prim it was cloned from;
 - ``offset[n]``, ``sheared[n]``: derived from the above, what world reads use: the translation and rotation of its
-  matrix relative to its body, and whether that matrix is sheared (:func:`~frameview.newton.kernels.refresh_offsets`,
+  matrix relative to its body (float32, unit rotation), and its flags: that matrix is sheared, its USD parent is its
+  body (:func:`~frameview.newton.kernels.refresh_offsets`,
   updated on the device after each change of ``local``).
 
 A frame's world matrix is then ``local[n] @ chain[n] @ world(anchor)`` and, at the top of the anchor chain,
@@ -378,7 +379,7 @@ class FrameStore:
         self.anchor = wp.empty(capacity, dtype=wp.int32, device=dev)
         self.body = wp.empty(capacity, dtype=wp.int32, device=dev)
         self.req_row = wp.full(capacity, -1, dtype=wp.int32, device=dev)
-        self.offset = wp.empty(capacity, dtype=wp.transformd, device=dev)
+        self.offset = wp.empty(capacity, dtype=wp.transformf, device=dev)
         self.sheared = wp.empty(capacity, dtype=wp.int32, device=dev)
         self._capacity = capacity
 

@@ -29,9 +29,9 @@ from ..kernels.transforms import (
     axis_scale,
     compose_matrix,
     decompose_matrix,
-    finish_pose,
     pose_of,
     rotation_quat,
+    unit_quat,
 )
 
 __all__ = [
@@ -118,6 +118,13 @@ def _world_matrix(
     return _offset_matrix(node, local, chain, anchor) @ _body_matrix(body_q, body[node])
 
 
+_SHEARED = wp.constant(1)
+"""Bit of a frame's flags (``sheared``): its offset matrix on a body is sheared (world reads decompose the world
+matrix)."""
+_DIRECT = wp.constant(2)
+"""Bit of a frame's flags: its USD parent is its body or the world (no anchor, an identity chain): its local pose is
+its cached offset."""
+
 _SQUARED_COSINE = wp.constant(1.0e-18)
 """Largest squared cosine between two rows of an offset's upper 3x3 for which reads compose in transform space
 (orthogonal rows up to float64 rounding, :func:`refresh_offsets`); a sheared offset takes the world matrix itself."""
@@ -140,22 +147,42 @@ def _rows_orthogonal(m: wp.mat44d):
 
 
 @wp.func
-def _frame_pose(offset_pose: wp.transformd, b: int, body_q: wp.array(dtype=wp.transformf), offset: wp.quatf):
-    """Float32 world position and xyzw orientation (``w >= 0``, times ``offset``) of a frame whose shear-free pose
-    relative to body ``b`` (-1: the world) is ``offset_pose`` (:func:`refresh_offsets`).
+def _is_identity(m: wp.mat44d):
+    """Whether ``m`` is the identity up to float64 rounding (a frame whose USD parent is its body: the chain between
+    them composed to the identity); its float32 reads are then the same either way."""
+    for r in range(4):
+        for c in range(4):
+            expected = wp.float64(0.0)
+            if r == c:
+                expected = wp.float64(1.0)
+            if wp.abs(m[r, c] - expected) > wp.float64(1.0e-12):
+                return False
+    return True
 
-    The body's pose is rigid, so the frame's translation is rotated and shifted by it and its rotation composed with
-    the body's: no matrix, no decomposition per read (perf/RESULTS.md, Newton backend).
-    """
-    t = wp.transform_get_translation(offset_pose)
-    q = wp.transform_get_rotation(offset_pose)
+
+@wp.func
+def _frame_pose(offset_pose: wp.transformf, b: int, body_q: wp.array(dtype=wp.transformf), offset: wp.quatf,
+                sign: float):  # fmt: skip
+    """Float32 world position and xyzw orientation of a frame whose shear-free pose relative to body ``b`` (-1: the
+    world) is ``offset_pose`` (:func:`refresh_offsets`; unit rotation), the orientation times ``offset``.
+
+    The body's pose is rigid, so the frame's pose is the product of two rigid transforms: no matrix, no
+    decomposition, in float32 as the body's pose is stored (against composing in float64 the positions differ by
+    rounding only; ``perf/bench_isaaclab.py`` measures both against float64 truth). ``sign`` 0 returns ``w >= 0``;
+    +1 or -1 keeps the product's sign times ``sign`` (Isaac Lab's Newton view returns the product's sign: the adapter
+    passes the sign that aligns the cached offset with Isaac Lab's)."""
+    x = offset_pose
     if b >= 0:
-        x = body_q[b]
-        qb = wp.quatd(wp.transform_get_rotation(x))
-        qb = qb * (wp.float64(1.0) / wp.sqrt(wp.dot(qb, qb)))  # float32 storage: unit up to its rounding
-        t = wp.quat_rotate(qb, t) + wp.vec3d(wp.transform_get_translation(x))
-        q = qb * q
-    return finish_pose(t, q, offset)
+        x = body_q[b] * x
+    q = wp.transform_get_rotation(x)
+    if offset[3] != 1.0:  # not the identity (a unit quaternion with w == 1)
+        q = q * offset
+    if sign == 0.0:
+        if q[3] < 0.0:
+            q = -q
+    else:
+        q = q * sign
+    return wp.transform_get_translation(x), q
 
 
 # ---------------------------------------------------------------- kernels
@@ -165,16 +192,20 @@ def _frame_pose(offset_pose: wp.transformd, b: int, body_q: wp.array(dtype=wp.tr
 def _cache_offset(
     n: int,
     m: wp.mat44d,
+    direct: int,
     body: wp.array(dtype=wp.int32),
-    offsets_out: wp.array(dtype=wp.transformd),
+    offsets_out: wp.array(dtype=wp.transformf),
     sheared_out: wp.array(dtype=wp.int32),
 ):
-    """Store frame ``n``'s cached offset (:func:`refresh_offsets`) from its matrix ``m`` relative to its body."""
-    q = rotation_quat(axis_rotation(m, axis_scale(m)))
-    offsets_out[n] = wp.transformd(wp.vec3d(m[3, 0], m[3, 1], m[3, 2]), q)
+    """Store frame ``n``'s cached offset (:func:`refresh_offsets`) from its matrix ``m`` relative to its body: its
+    translation and unit rotation, rounded to float32 once."""
+    q = unit_quat(rotation_quat(axis_rotation(m, axis_scale(m))))
+    offsets_out[n] = wp.transformf(wp.vec3f(wp.vec3d(m[3, 0], m[3, 1], m[3, 2])), wp.quatf(q))
     flag = int(0)
     if body[n] >= 0 and not _rows_orthogonal(m):
-        flag = 1
+        flag = _SHEARED
+    if direct != 0:
+        flag = flag | _DIRECT
     sheared_out[n] = flag
 
 
@@ -186,15 +217,18 @@ def refresh_offsets(
     anchor: wp.array(dtype=wp.int32),
     body: wp.array(dtype=wp.int32),
     # outputs
-    offsets_out: wp.array(dtype=wp.transformd),
+    offsets_out: wp.array(dtype=wp.transformf),
     sheared_out: wp.array(dtype=wp.int32),
 ):
     """Cache each frame's pose relative to its body (to the world when it has none) for the world reads: the
-    translation and rotation (xyzw, not normalised: reads normalise after composing) of its offset matrix, and
+    translation and unit rotation of its offset matrix, in float32, and
     whether that matrix is sheared on a body (reads then decompose the world matrix itself). Run over every frame
     after ``local`` changes (a node added, a write committed), so no read sees a stale offset."""
     n = wp.tid()
-    _cache_offset(n, _offset_matrix(n, local, chain, anchor), body, offsets_out, sheared_out)
+    direct = int(0)
+    if anchor[n] < 0 and _is_identity(chain[n]):
+        direct = 1
+    _cache_offset(n, _offset_matrix(n, local, chain, anchor), direct, body, offsets_out, sheared_out)
 
 
 @wp.kernel(enable_backward=False)
@@ -204,7 +238,7 @@ def read_poses(
     chain: wp.array(dtype=wp.mat44d),
     anchor: wp.array(dtype=wp.int32),
     body: wp.array(dtype=wp.int32),
-    offsets: wp.array(dtype=wp.transformd),
+    offsets: wp.array(dtype=wp.transformf),
     sheared: wp.array(dtype=wp.int32),
     body_q: wp.array(dtype=wp.transformf),
     view_node: wp.array(dtype=wp.int32),
@@ -214,6 +248,7 @@ def read_poses(
     mask: wp.array(dtype=wp.bool),
     world: int,
     offset: wp.quatf,
+    signs: wp.array(dtype=wp.float32),
     # outputs
     pos_out: wp.array(dtype=wp.vec3f),
     quat_out: wp.array(dtype=wp.quatf),
@@ -221,7 +256,10 @@ def read_poses(
 ):
     """World (``world``) or local pose of each row's frame, orientation times ``offset``; an index out of range gives
     NaN and is reported. World poses compose the frames' cached offsets (:func:`refresh_offsets`) with their
-    bodies' poses."""
+    bodies' poses; local poses of a frame whose USD parent is its body are its cached offset (the same numbers as
+    decomposing its local matrix, without the decomposition). ``signs`` (one per view row, or empty: ``w >= 0``)
+    gives the sign of each orientation relative to the product ``body * offset`` (:func:`_frame_pose`), and of a
+    local one relative to the cached offset."""
     k = wp.tid()
     i = _view_row(k, kind, indices, mask, count)
     if i == -2:
@@ -235,12 +273,18 @@ def read_poses(
     n = view_node[i]
     p = wp.vec3f()
     q = wp.quatf()
+    sign = float(0.0)
+    if signs.shape[0] > 0:
+        sign = signs[i]
     if world == 0:
-        p, q = pose_of(local[n], offset)
-    elif sheared[n] != 0:  # rare: the world matrix itself, decomposed as on every other backend
+        if (sheared[n] & _DIRECT) != 0:  # its USD parent is its body (or the world): the cached offset
+            p, q = _frame_pose(offsets[n], -1, body_q, offset, sign)
+        else:
+            p, q = pose_of(local[n], offset)
+    elif (sheared[n] & _SHEARED) != 0:  # rare: the world matrix itself, decomposed as on every other backend
         p, q = pose_of(_world_matrix(n, local, chain, anchor, body, body_q), offset)
     else:
-        p, q = _frame_pose(offsets[n], body[n], body_q, offset)
+        p, q = _frame_pose(offsets[n], body[n], body_q, offset, sign)
     pos_out[k] = p
     quat_out[k] = q
 
@@ -322,6 +366,7 @@ def solve_writes(
     mask: wp.array(dtype=wp.bool),
     req_row: wp.array(dtype=wp.int32),
     req: WriteRequest,
+    stage: int,
     # outputs
     local_out: wp.array(dtype=wp.mat44d),
     status_out: wp.array(dtype=wp.int32),
@@ -330,12 +375,20 @@ def solve_writes(
 
     A world write needs the parent's world matrix as it will be after the write: the anchors above the frame are
     composed top-down from the body's pose, solving those written by this call on the way (O(depth^2), depth
-    usually 0 or 1).
+    usually 0 or 1). ``stage``: no frame of the store is anchored on another (no row reads another's request), so
+    this launch also does :func:`stage_rows`' work (request rows, indices out of range or repeated): one launch less.
     """
     k = wp.tid()
     if failed(status_out):
         return
     i = _view_row(k, kind, indices, mask, count)
+    if stage != 0:
+        if i == -2:
+            report(status_out, k, CODE_INDEX_RANGE)
+            return
+        if i >= 0 and wp.atomic_exch(req_row, view_node[i], k) != -1:
+            report(status_out, k, CODE_INDEX_DUPLICATE)
+            return
     if i < 0:
         return
     if not request_ok(k, req, status_out):
@@ -378,11 +431,14 @@ def commit_writes(
     refresh: int,
     chain: wp.array(dtype=wp.mat44d),
     body: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transformf),
+    req: WriteRequest,
     # outputs
     local_out: wp.array(dtype=wp.mat44d),
     req_row_out: wp.array(dtype=wp.int32),
-    offsets_out: wp.array(dtype=wp.transformd),
+    offsets_out: wp.array(dtype=wp.transformf),
     sheared_out: wp.array(dtype=wp.int32),
+    signs_out: wp.array(dtype=wp.float32),
 ):
     """Store the solved local matrices unless any row of the call failed (then nothing is written); reset the
     request table either way. With ``refresh`` (no frame of the store is anchored on another: a written frame's
@@ -398,4 +454,18 @@ def commit_writes(
         m = new_local[k]
         local_out[n] = m
         if refresh != 0:
-            _cache_offset(n, m @ chain[n], body, offsets_out, sheared_out)
+            direct = int(0)
+            if _is_identity(chain[n]):  # refreshed here only when no frame is anchored
+                direct = 1
+            _cache_offset(n, m @ chain[n], direct, body, offsets_out, sheared_out)
+            if signs_out.shape[0] > 0 and req.in_world != 0 and req.set_quat != 0:
+                # reads signed per row (:func:`read_poses`' ``signs``): the orientation written reads back with
+                # the sign written (as Isaac Lab's Newton view stores inv(body) * written)
+                q = wp.transform_get_rotation(offsets_out[n])
+                b = body[n]
+                if b >= 0:
+                    q = wp.transform_get_rotation(body_q[b]) * q
+                sign = float(1.0)
+                if wp.dot(q, req.quat[k]) < 0.0:
+                    sign = -1.0
+                signs_out[i] = sign

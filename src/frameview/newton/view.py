@@ -148,6 +148,8 @@ class NewtonFrameView(BaseFrameView):
         self._no_index = wp.empty(0, dtype=wp.int32, device=dev)
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._no_bodies = wp.empty(0, dtype=wp.transformf, device=dev)
+        self._quat_signs = wp.empty(0, dtype=wp.float32, device=dev)  # w >= 0 (see _use_quat_signs)
+        self._no_signs = self._quat_signs
         self._launches = LaunchCache(dev, self._errors)
         self._checked_body_q: wp.array | None = None  # the last body_q that passed _body_q's checks
         self._offset_key = OffsetKeys(NO_OFFSET)
@@ -201,6 +203,14 @@ class NewtonFrameView(BaseFrameView):
         target.set_world_poses(pos, wxyz_outputs(quat) if target.quat_order == "wxyz" else quat)
 
     # ---------------------------------------------------------------- plumbing
+
+    def _use_quat_signs(self, signs: wp.array | None) -> None:
+        """World orientations with the sign ``signs[row] * (body * offset)`` instead of ``w >= 0`` (the Isaac Lab
+        adapter: Isaac Lab's Newton view returns the product's sign); ``None`` goes back to ``w >= 0``. A world write
+        of orientations sets the written rows' signs so that they read back as written (as Isaac Lab's view does),
+        in its commit launch, unless frames of the store are anchored on others (then the caller realigns them)."""
+        self._quat_signs = signs if signs is not None else wp.empty(0, dtype=wp.float32, device=self._device)
+        self._launches.clear()
 
     def _current_state(self) -> newton.State:
         return self._engine.state()
@@ -257,11 +267,11 @@ class NewtonFrameView(BaseFrameView):
         body_q = self._body_q() if world else self._no_bodies
         offset_key = self._offset_key(offset)
         name = ("poses", world, rows.kind, rows.checked, offset_key is None)
-        key = (*self._launch_rows_key(rows), body_q.ptr, pos_out.ptr, quat_out.ptr, offset_key)
+        key = (*self._launch_rows_key(rows), body_q.ptr, pos_out.ptr, quat_out.ptr, offset_key, self._quat_signs.ptr)
         store = self._store
         self._launches.run(name, key, lambda: [(read_poses, rows.count, [
             store.local, store.chain, store.anchor, store.body, store.offset, store.sheared, body_q,
-            *self._rows_params(rows), int(world), offset,
+            *self._rows_params(rows), int(world), offset, self._quat_signs,
             pos_out, quat_out, self._errors.status,
         ])], publish=not rows.checked)  # fmt: skip
 
@@ -309,7 +319,7 @@ class NewtonFrameView(BaseFrameView):
         store, status = self._store, self._errors.status
         new_local = self._args.outputs("newton_new_local", wp.mat44d, rows.count)  # scratch, one row per request row
         body_q = self._body_q() if in_world else self._no_bodies
-        name = ("write", in_world, rows.kind, pos is None, quat is None, scale is None)
+        name = ("write", in_world, rows.kind, pos is None, quat is None, scale is None, store.anchored)
         key = (
             *self._launch_rows_key(rows),
             store.count,
@@ -318,23 +328,26 @@ class NewtonFrameView(BaseFrameView):
             address(quat),
             address(scale),
             new_local.ptr,
+            self._quat_signs.ptr,
         )
 
         def build() -> list:
             rows_params = self._rows_params(rows)
             anchored = store.anchored  # then every frame's offset is refreshed after the commit, else the commit's
+            request = self._requests(in_world, pos, quat, scale)
+            signs = self._quat_signs if not anchored else self._no_signs
             steps = [
-                (stage_rows, rows.count, [*rows_params, store.req_row, status]),
                 (solve_writes, rows.count, [
                     store.local, store.chain, store.anchor, store.body, body_q, *rows_params, store.req_row,
-                    self._requests(in_world, pos, quat, scale), new_local, status,
+                    request, int(not anchored), new_local, status,
                 ]),
                 (commit_writes, rows.count, [
-                    new_local, *rows_params, status, int(not anchored), store.chain, store.body,
-                    store.local, store.req_row, store.offset, store.sheared,
+                    new_local, *rows_params, status, int(not anchored), store.chain, store.body, body_q, request,
+                    store.local, store.req_row, store.offset, store.sheared, signs,
                 ]),
             ]  # fmt: skip
-            if anchored:  # frames below a written one moved with it
+            if anchored:  # rows read other rows' requests: staged first; frames below a written one moved with it
+                steps.insert(0, (stage_rows, rows.count, [*rows_params, store.req_row, status]))
                 steps.append(store.refresh_step())
             return steps
 

@@ -62,6 +62,7 @@ class OvPhysxRigidBodyView(OvPhysxSource, RigidBodyView):
         physx: The ``ovphysx.PhysX`` instance, its stage attached.
         stage: The attached ``ovstage.Stage`` (optional here: checked to be the attached one when given).
         device: Must be the device ovphysx serves the bodies on (CPU, or the GPU of a DirectGPU scene), or None.
+        quat_sign: ``"positive_w"`` (orientations with ``w >= 0``, the default) or ``"engine"`` (ovphysx's sign).
         quat_order: ``"xyzw"`` (the default) or ``"wxyz"``: the order of the orientations returned.
 
     Every getter reads its quantity through one tensor binding (a copy by the engine into the view's staging array)
@@ -92,6 +93,7 @@ class OvPhysxRigidBodyView(OvPhysxSource, RigidBodyView):
         physx: Any,
         stage: Any = None,
         device: str | None = None,
+        quat_sign: str = "positive_w",
         quat_order: str = "xyzw",
     ) -> None:
         check_physx(physx)
@@ -103,7 +105,13 @@ class OvPhysxRigidBodyView(OvPhysxSource, RigidBodyView):
         self._start(physx, paths)
         try:
             first = self._column("poses", TensorType.RIGID_BODY_POSE, wp.transformf, paths)
-            super().__init__(prim_path, paths, device=binding_device(first.binding, device), quat_order=quat_order)
+            super().__init__(
+                prim_path,
+                paths,
+                device=binding_device(first.binding, device),
+                quat_sign=quat_sign,
+                quat_order=quat_order,
+            )
             for name, (tensor_type, _kind, dtype) in self._QUANTITIES.items():
                 if name != "poses":
                     self._column(name, tensor_type, dtype, paths)
@@ -127,6 +135,7 @@ class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
         stage: The attached ``ovstage.Stage``: the view reads each joint's ``physics:body0`` / ``physics:body1``
             from it once, to report every DOF parent to child.
         device: Must be the device ovphysx serves the articulations on, or None.
+        quat_sign: ``"positive_w"`` (orientations with ``w >= 0``, the default) or ``"engine"`` (ovphysx's sign).
         quat_order: ``"xyzw"`` (the default) or ``"wxyz"``: the order of the orientations returned.
 
     DOFs are in ovphysx's articulation (cache-DOF) order, named after their joint prim (``dofJointPath``), with
@@ -149,6 +158,7 @@ class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
         physx: Any,
         stage: Any,
         device: str | None = None,
+        quat_sign: str = "positive_w",
         quat_order: str = "xyzw",
     ) -> None:
         check_physx(physx)
@@ -187,7 +197,9 @@ class OvPhysxArticulationView(OvPhysxSource, ArticulationView):
         self._start(physx, {*paths, *bodies, *(b for pair in bodies.values() for b in pair if b)})
         try:
             dof = self._column("dof_positions", TensorType.ARTICULATION_DOF_POSITION, wp.float32, paths)
-            super().__init__(prim_path, paths, device=binding_device(dof.binding, device), quat_order=quat_order)
+            super().__init__(
+                prim_path, paths, device=binding_device(dof.binding, device), quat_sign=quat_sign, quat_order=quat_order
+            )
             self._column("dof_velocities", TensorType.ARTICULATION_DOF_VELOCITY, wp.float32, paths)
             self._column("dof_efforts", TensorType.ARTICULATION_DOF_ACTUATION_FORCE, wp.float32, paths)
             self._column("root_poses", TensorType.ARTICULATION_ROOT_POSE, wp.transformf, paths)

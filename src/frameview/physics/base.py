@@ -20,13 +20,17 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
 import warp as wp
 
-from .._core.arguments import Arguments, IndicesLike, MaskLike
+from .._core.arguments import Arguments, ArrayLike, IndicesLike, MaskLike
 from .._core.device_errors import DeviceErrors, outside_capture, status_error
+from .._core.host import to_numpy
 from .._core.launch import RecordedLaunch
 from .._core.quat_order import XYZW, quat_order_part
-from .._core.rows import Rows
+from .._core.rows import MASK, Rows
+from .._core.values import check_host_rows, float32_rows, unwrap
+from .kernels import gather_transforms
 
 __all__ = [
     "ArticulationView",
@@ -36,6 +40,10 @@ __all__ = [
     "RigidBodyView",
     "StaleViewError",
 ]
+
+
+QUAT_SIGNS = ("positive_w", "engine")
+"""The quaternion sign conventions a physics view returns (``quat_sign=``)."""
 
 
 class StaleViewError(RuntimeError):
@@ -76,8 +84,18 @@ class PhysicsView(abc.ABC):
     """
 
     def __init__(
-        self, prim_path: str | Sequence[str], prim_paths: Sequence[str], *, device: Any, quat_order: str = XYZW
+        self,
+        prim_path: str | Sequence[str],
+        prim_paths: Sequence[str],
+        *,
+        device: Any,
+        quat_sign: str = "positive_w",
+        quat_order: str = XYZW,
     ) -> None:
+        if quat_sign not in QUAT_SIGNS:
+            raise ValueError(f"quat_sign: expected one of {QUAT_SIGNS}, got {quat_sign!r}")
+        self._quat_sign = quat_sign
+        self._positive_w = int(quat_sign == "positive_w")
         self._pattern = prim_path if isinstance(prim_path, str) else list(prim_path)
         self._prim_paths = tuple(str(p) for p in prim_paths)
         self._device = wp.get_device(device)
@@ -91,6 +109,12 @@ class PhysicsView(abc.ABC):
         self._outputs: dict[tuple[str, int], _Outputs] = {}
         self._launches: dict[tuple[str, int], RecordedLaunch] = {}
         self._quat_order_part = self._args.quat_order = quat_order_part(quat_order, self._device)
+
+    @property
+    def quat_sign(self) -> str:
+        """``"positive_w"``: orientations are returned with ``w >= 0`` (the default); ``"engine"``: with the sign
+        the engine holds (Isaac Lab's data keeps it; a policy trained on it never saw the flip at ``w = 0``)."""
+        return self._quat_sign
 
     @property
     def count(self) -> int:
@@ -226,6 +250,8 @@ class PhysicsView(abc.ABC):
         else:
             indices = rows.indices if rows.indices is not None else self._none_i32
         mask = rows.mask if rows.mask is not None else self._none_bool
+        if kernel is gather_transforms:
+            arrays = [*arrays, self._positive_w]
         params = [rows.kind, indices, mask, self.count, table, *arrays, self._errors.status, *outs]
         dim = (rows.count, columns)
         key = (what, rows.kind, indices.dtype)  # one recorded launch per overload
@@ -237,6 +263,56 @@ class PhysicsView(abc.ABC):
             cmd.launch(dim, params)
         if not rows.checked:  # device indices: checked by the kernel, reported through the status word
             self._errors.settle(status_error(what, rows, self._prim_paths), now=False)
+
+
+    # ---------------------------------------------------------------- reset writes
+
+    def _write_rows(self, what: str, indices: IndicesLike, mask: MaskLike, values: list[tuple[Any, str, int]]) -> None:
+        """Check a reset write's rows and data (``(value or None, name, width)`` each), then the backend's
+        :meth:`_apply_write`: host inputs are checked here and raise at once; device inputs by the write's own
+        kernels (CUDA: reported by the next call or :meth:`check`). All rows or none are written."""
+        with self._lock:
+            self._errors.forget_capturing()
+            try:
+                self._check_usable()
+                self._before_read()  # kept components and forward kinematics start from the engine's current state
+                rows = self._args.prepare(indices, mask, write=True, fold=True)
+                data: list[tuple[wp.array | None, bool]] = []
+                for value, name, width in values:
+                    data.append(self._write_data(value, name, width, rows, quat=name == "orientations"))
+                if rows.count == 0 or all(array is None for array, _ in data):
+                    return
+                checked = rows.checked and all(host for _array, host in data)
+                self._apply_write(what, rows, [array for array, _ in data], checked)
+                call = f"set_{what}"
+                self._errors.settle(status_error(call, rows, self._prim_paths), now=checked)
+            finally:
+                self._errors.forget_capturing()
+
+    def _write_data(self, value: Any, name: str, width: int, rows: Rows, quat: bool) -> tuple[wp.array | None, bool]:
+        """One argument of a write as an (M, width) float32 array on the device, and whether the host checked it."""
+        if value is None:
+            return None, True
+        arr, from_host = float32_rows(unwrap(value), name, width, self._device, True)
+        if arr.shape[0] != rows.count:
+            raise ValueError(f"{name}: expected shape ({rows.count}, {width}), got {tuple(arr.shape)}")
+        if from_host:
+            host = arr if isinstance(arr, np.ndarray) else to_numpy(arr)
+            read = np.flatnonzero(to_numpy(rows.mask)) if rows.kind == MASK else None
+            check_host_rows(host, read, name, quat)
+            if isinstance(arr, np.ndarray):
+                arr = wp.array(host, dtype=wp.float32, device=self._device)
+        if quat and self._quat_order_part is not None:  # quat_order="wxyz": reordered once, into a view buffer
+            arr = self._quat_order_part.float_rows_input(arr, self._args.outputs("quat_order_in", wp.quatf, rows.count))
+        return arr, from_host
+
+    def _apply_write(self, what: str, rows: Rows, data: list[wp.array | None], checked: bool) -> None:
+        """Write ``data`` (one (M, width) float32 array or ``None`` per argument) for ``rows``; ``checked``: every
+        input was checked on the host. Engines that hold no writable state raise ``NotImplementedError``."""
+        raise NotImplementedError(
+            f"{self!r}: the {self.backend} views do not write the engine's state; write it through the engine's own "
+            "API (ovphysx: its write bindings), then read through the view"
+        )
 
 
 class RigidBodyView(PhysicsView):
@@ -373,6 +449,80 @@ class ArticulationView(PhysicsView):
     def get_dof_efforts(self, indices: IndicesLike = None, mask: MaskLike = None) -> wp.array:
         """DOF efforts: (M, dof_count) float32, N·m / N (:attr:`effort_source` says which effort)."""
         return self._read("dof_efforts", indices, mask, (wp.float32,), self.dof_count)[0]
+
+    def set_dof_positions(self, positions: ArrayLike, indices: IndicesLike = None, mask: MaskLike = None) -> None:
+        """Write DOF positions (a reset), then the articulations written get forward kinematics: their link poses
+        follow (Newton: at once, or at the next read where Isaac Lab's manager runs it).
+
+        Args:
+            positions: (M, dof_count) radians / metres, in :attr:`dof_names` order (Warp, torch, NumPy, lists).
+            indices: Rows to write (any integer dtype, each at most once), ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices``: the data has N rows, masked rows are written.
+
+        Raises:
+            IndexError: An index out of range (device indices on CUDA: at the next call or :meth:`check`).
+            ValueError: Wrong shape, a non-finite value or a repeated index; nothing is written.
+        """
+        self.set_dof_state(positions, None, indices, mask)
+
+    def set_dof_velocities(self, velocities: ArrayLike, indices: IndicesLike = None, mask: MaskLike = None) -> None:
+        """Write DOF velocities (rad/s / m/s, (M, dof_count)); link velocities follow. See
+        :meth:`set_dof_positions`."""
+        self.set_dof_state(None, velocities, indices, mask)
+
+    def set_dof_state(
+        self,
+        positions: ArrayLike | None = None,
+        velocities: ArrayLike | None = None,
+        indices: IndicesLike = None,
+        mask: MaskLike = None,
+    ) -> None:
+        """Write DOF positions and velocities of the same rows at once (a reset): one forward kinematics for both
+        (:meth:`set_dof_positions` then :meth:`set_dof_velocities` run it twice); ``None`` keeps a component."""
+        d = self.dof_count
+        self._write_rows("dof_state", indices, mask, [(positions, "positions", d), (velocities, "velocities", d)])
+
+    def set_root_poses(
+        self,
+        positions: ArrayLike | None = None,
+        orientations: ArrayLike | None = None,
+        indices: IndicesLike = None,
+        mask: MaskLike = None,
+    ) -> None:
+        """Place floating roots in the world (a reset): the root link at ``(positions, orientations)``, the other
+        links following through forward kinematics; ``None`` keeps a component.
+
+        Args:
+            positions: (M, 3) world positions of the root links, metres.
+            orientations: (M, 4) **xyzw** world orientations (wxyz with ``quat_order="wxyz"``; normalised here; a zero
+                quaternion is refused).
+            indices: Rows to write, ``None`` for all.
+            mask: Boolean (N,) selection instead of ``indices``.
+
+        Raises:
+            ValueError: A fixed-base articulation (its root does not move), or bad data as for
+                :meth:`set_dof_positions`.
+        """
+        self._check_floating("set_root_poses")
+        self._write_rows("root_poses", indices, mask, [(positions, "positions", 3), (orientations, "orientations", 4)])
+
+    def set_root_velocities(
+        self,
+        linear: ArrayLike | None = None,
+        angular: ArrayLike | None = None,
+        indices: IndicesLike = None,
+        mask: MaskLike = None,
+    ) -> None:
+        """Set floating roots' velocities, world frame: ``linear`` of the root link's centre of mass (m/s),
+        ``angular`` (rad/s), as :meth:`get_root_velocities` reads them; ``None`` keeps a component."""
+        self._check_floating("set_root_velocities")
+        self._write_rows("root_velocities", indices, mask, [(linear, "linear", 3), (angular, "angular", 3)])
+
+    def _check_floating(self, call: str) -> None:
+        if self._fixed_base:
+            raise ValueError(
+                f"{call}: {self!r} has a fixed base (its root is welded to the world): write its DOFs instead"
+            )
 
     @property
     def has_efforts(self) -> bool:

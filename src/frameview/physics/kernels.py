@@ -58,18 +58,20 @@ def gather_transforms(
     count: int,
     table: wp.array2d(dtype=wp.int32),
     transforms: wp.array(dtype=wp.transformf),
+    positive_w: int,
     status: wp.array(dtype=wp.int32),
     pos_out: wp.array2d(dtype=wp.vec3f),
     quat_out: wp.array2d(dtype=wp.quatf),
 ):
-    """Poses from an engine's ``transformf`` array (Newton's ``body_q``); quaternions xyzw, returned with w >= 0."""
+    """Poses from an engine's ``transformf`` array (Newton's ``body_q``); quaternions xyzw, returned with w >= 0
+    (``positive_w``) or with the sign the engine holds."""
     k, c = wp.tid()
     row = _view_row(k, kind, indices, mask, count, status, c)
     if row < 0:
         return
     t = transforms[table[row, c]]
     q = wp.transform_get_rotation(t)
-    if q[3] < 0.0:
+    if positive_w != 0 and q[3] < 0.0:
         q = -q
     pos_out[k, c] = wp.transform_get_translation(t)
     quat_out[k, c] = q
