@@ -5,7 +5,8 @@ Each env holds a 12-DOF quadruped-like robot (a floating base and four legs of t
 straight legs), built once and replicated, labelled ``/World/envs/env_i/Robot/...`` as a model built from an Isaac
 Lab stage is. Every step reads, through frameview's typed physics views, what a policy observes: the joint state of
 every env (``fv.JointStateReader``: names, positions, velocities, efforts) and every base's velocities
-(``fv.RigidBodyView``); random envs are reset by writing their joints into Newton's state::
+(``fv.RigidBodyView``); random envs are reset through the articulation view's writes (root poses and velocities,
+joint state, for the reset envs at once, on the device)::
 
     python examples/newton_robots.py                       # 16 envs, 50 steps, CPU
     python examples/newton_robots.py --envs 4096 --device cuda:0
@@ -93,21 +94,18 @@ def dof_tables(model: Any) -> tuple[np.ndarray, np.ndarray]:
     return q_start[js], qd_start[js]
 
 
-def reset_envs(newton: Any, model: Any, state: Any, control: Any, envs: np.ndarray, rng: np.random.Generator) -> None:
-    """Put the robots of ``envs`` back 1 m up at rest, their legs near the standing pose (host writes into Newton's
-    state, then forward kinematics)."""
-    q, qd = state.joint_q.numpy(), state.joint_qd.numpy()
-    starts, dof_starts = model.articulation_start.numpy(), model.joint_qd_start.numpy()
-    q_start = model.joint_q_start.numpy()
-    for e in envs:
-        free = starts[e]  # the root's free joint: position, then quaternion xyzw
-        q[q_start[free] : q_start[free] + 7] = [*model_origin(e), 1.0, 0.0, 0.0, 0.0, 1.0]
-        legs = slice(q_start[free] + 7, q_start[free] + 7 + LEGS * LEG_DOFS)
-        q[legs] = STANDING + rng.normal(0.0, 0.1, LEGS * LEG_DOFS)
-        qd[dof_starts[free] : dof_starts[free] + 6 + LEGS * LEG_DOFS] = 0.0
-    state.joint_q.assign(q)
-    state.joint_qd.assign(qd)
-    newton.eval_fk(model, state.joint_q, state.joint_qd, state)
+def reset_envs(robots: fv.ArticulationView, envs: np.ndarray, rng: np.random.Generator) -> None:
+    """Put the robots of ``envs`` back 1 m up at rest, their legs near the standing pose: the articulation view's
+    reset writes, for all those envs at once (on the device, then forward kinematics of exactly those robots)."""
+    n = envs.size
+    ids = wp.array(envs.astype(np.int32), dtype=wp.int32, device=robots.device)
+    origin = np.stack([2.0 * (envs % 32), 2.0 * (envs // 32), np.ones(n)], axis=1).astype(np.float32)
+    upright = np.tile(np.array([0.0, 0.0, 0.0, 1.0], dtype=np.float32), (n, 1))  # xyzw identity
+    still = np.zeros((n, 3), dtype=np.float32)
+    robots.set_root_poses(origin, upright, indices=ids)
+    robots.set_root_velocities(still, still, indices=ids)
+    legs = STANDING + rng.normal(0.0, 0.1, (n, robots.dof_count)).astype(np.float32)
+    robots.set_dof_state(legs, np.zeros_like(legs), indices=ids)
 
 
 def model_origin(env: int) -> tuple[float, float]:
@@ -156,13 +154,14 @@ def main(argv: Sequence[str] | None = None) -> dict:
     control = model.control()
     solver = newton.solvers.SolverFeatherstone(model)
     rng = np.random.default_rng(args.seed)
-    reset_envs(newton, model, sim["state"], control, np.arange(args.envs), rng)
 
     # the observations: one config field picks the engine
     cfg = fv.PhysicsViewCfg(prim_path=ROBOTS, backend="newton")
     engine = {"model": model, "state": lambda: sim["state"], "control": control}
     joints = fv.make_joint_state_reader(cfg, **engine)
     bases = fv.make_rigid_body_view({"prim_path": f"{ROBOTS}/base", "backend": "newton"}, **engine)
+    robots = joints.view  # the reader's articulation view also writes the resets
+    reset_envs(robots, np.arange(args.envs), rng)
     q_idx, qd_idx = dof_tables(model)
     pos_error, vel_error, resets = 0.0, 0.0, 0
     for step in range(args.steps):
@@ -171,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         sim["state"], sim["next"] = sim["next"], sim["state"]
         reset = np.flatnonzero(rng.random(args.envs) < args.reset_probability)
         if reset.size:
-            reset_envs(newton, model, sim["state"], control, reset, rng)
+            reset_envs(robots, reset, rng)
             resets += int(reset.size)
         reading = joints.read()  # (envs, 12) positions, velocities, efforts, in articulation order
         lin, ang = bases.get_velocities()  # (envs,) world-frame COM linear and angular velocities
