@@ -445,14 +445,10 @@ class _ResetWrites:
         mask = rows.mask if rows.mask is not None else self.no_mask
         head = [int(rows.kind), indices, mask, view.count]
         shape = (rows.kind, indices.dtype)
+        a, b = (self.no_rows if d is None else d for d in data)
         if not checked:  # device inputs: bounds, repeats, finite values first; the scatter writes only if all pass
-            claim = 1
-            for k, array in enumerate(data):
-                if array is not None:
-                    quat_from = 0 if (what == "root_poses" and k == 1) else -1
-                    self._launch(check_write, ("check", k, *shape), rows.count,
-                                 [*head, array, quat_from, claim, self.claims, status])  # fmt: skip
-                    claim = 0
+            self._launch(check_write, ("check", *shape), rows.count,
+                         [*head, a, b, int(what == "root_poses"), self.claims, status])  # fmt: skip
         base = _isaaclab_base_manager(engine.manager)
         if base is not None:  # Isaac Lab: its reset masks, consumed by its next forward() (every view read runs it)
             fk_mask, world_mask = base._fk_reset_mask, base._world_reset_mask
@@ -460,20 +456,16 @@ class _ResetWrites:
             fk_mask, world_mask = self.fk_mask, self.no_world
             fk_mask.zero_()
         tail = [self.art, self.art_world, int(not checked), status, self.claims]
-        if what == "dof_state":
-            for k, (array, table, target) in enumerate(((data[0], view._q, state.joint_q),
-                                                        (data[1], view._qd, state.joint_qd))):  # fmt: skip
-                if array is not None:
-                    self._launch(scatter_dof_values, ("dof", k, *shape), (rows.count, view.dof_count),
-                                 [*head, table, array, view._dof_sign, *tail, target, fk_mask, world_mask])  # fmt: skip
+        if what == "dof_state":  # positions and velocities in one launch
+            self._launch(scatter_dof_values, ("dof", *shape), (rows.count, view.dof_count), [
+                *head, view._q, view._qd, a, b, view._dof_sign, *tail, state.joint_q, state.joint_qd, fk_mask,
+                world_mask,
+            ])  # fmt: skip
         else:
             velocities = what == "root_velocities"
-            a, b = data
             self._launch(scatter_root_values, ("root", int(velocities), *shape), rows.count, [
                 *head, self.qd_start if velocities else self.q_start, self.root_body, self.joint_frame,
-                self.child_frame, int(velocities),
-                int(a is not None), self.no_rows if a is None else a,
-                int(b is not None), self.no_rows if b is None else b,
+                self.child_frame, int(velocities), int(data[0] is not None), a, int(data[1] is not None), b,
                 state.body_q, *tail, state.joint_qd if velocities else state.joint_q, fk_mask, world_mask,
             ])  # fmt: skip
         if base is not None:

@@ -54,15 +54,15 @@ def check_write(
     mask: wp.array(dtype=wp.bool),
     count: int,
     values: wp.array2d(dtype=wp.float32),
-    quat_from: int,
-    claim: int,
+    values2: wp.array2d(dtype=wp.float32),
+    quat2: int,
     # outputs
     claims_out: wp.array(dtype=wp.int32),
     status_out: wp.array(dtype=wp.int32),
 ):
-    """One thread per call row: its index in range and (``claim``: the write's first check) claimed once
-    (``claims_out`` is zero between writes), its values finite, and columns ``quat_from .. quat_from + 3`` a non-zero
-    quaternion (``quat_from`` -1: none)."""
+    """One thread per call row: its index in range and claimed once (``claims_out`` is zero between writes), the
+    values of both arguments finite (an argument with no rows is absent), and with ``quat2`` the second one a
+    non-zero quaternion."""
     k = wp.tid()
     row = _write_row(k, kind, indices, mask, count)
     if row == -1:
@@ -70,19 +70,23 @@ def check_write(
     if row == -2:
         report(status_out, k, CODE_INDEX_RANGE)
         return
-    if claim != 0:  # noqa: SIM102 - Warp does not short-circuit: the claim must not run on later checks
-        if wp.atomic_add(claims_out, row, 1) > 0:
-            report(status_out, k, CODE_INDEX_DUPLICATE)
-    norm = float(0.0)
-    for c in range(values.shape[1]):
-        v = values[k, c]
-        if not wp.isfinite(v):
-            report(status_out, k, CODE_VALUE_NOT_FINITE)
-            return
-        if quat_from >= 0 and c >= quat_from and c < quat_from + 4:
+    if wp.atomic_add(claims_out, row, 1) > 0:
+        report(status_out, k, CODE_INDEX_DUPLICATE)
+    if values.shape[0] > 0:
+        for c in range(values.shape[1]):
+            if not wp.isfinite(values[k, c]):
+                report(status_out, k, CODE_VALUE_NOT_FINITE)
+                return
+    if values2.shape[0] > 0:
+        norm = float(0.0)
+        for c in range(values2.shape[1]):
+            v = values2[k, c]
+            if not wp.isfinite(v):
+                report(status_out, k, CODE_VALUE_NOT_FINITE)
+                return
             norm += v * v
-    if quat_from >= 0 and norm < 1.0e-12:
-        report(status_out, k, CODE_ZERO_QUATERNION)
+        if quat2 != 0 and norm < 1.0e-12:
+            report(status_out, k, CODE_ZERO_QUATERNION)
 
 
 @wp.func
@@ -105,8 +109,10 @@ def scatter_dof_values(
     indices: wp.array(dtype=Any),
     mask: wp.array(dtype=wp.bool),
     count: int,
-    table: wp.array2d(dtype=wp.int32),
-    values: wp.array2d(dtype=wp.float32),
+    q_table: wp.array2d(dtype=wp.int32),
+    qd_table: wp.array2d(dtype=wp.int32),
+    positions: wp.array2d(dtype=wp.float32),
+    velocities: wp.array2d(dtype=wp.float32),
     dof_sign: wp.array(dtype=wp.float32),
     art: wp.array(dtype=wp.int32),
     art_world: wp.array(dtype=wp.int32),
@@ -114,13 +120,15 @@ def scatter_dof_values(
     status: wp.array(dtype=wp.int32),
     # outputs
     claims_out: wp.array(dtype=wp.int32),
-    engine_out: wp.array(dtype=wp.float32),
+    joint_q_out: wp.array(dtype=wp.float32),
+    joint_qd_out: wp.array(dtype=wp.float32),
     fk_mask_out: wp.array(dtype=wp.bool),
     world_mask_out: wp.array(dtype=wp.bool),
 ):
-    """``engine_out[table[row, c]] = values[k, c] * dof_sign[c]`` for every call row ``k`` (view row ``row``) and DOF
-    column ``c``; the row's articulation (and world) marked for forward kinematics. Nothing is written once the
-    status word holds an error (``gated``: the inputs were checked on the device by :func:`check_write`)."""
+    """``joint_q_out[q_table[row, c]] = positions[k, c] * dof_sign[c]`` and the same for velocities into
+    ``joint_qd_out`` (an argument with no rows is absent), for every call row ``k`` (view row ``row``) and DOF column
+    ``c``; the row's articulation (and world) marked for forward kinematics. Nothing is written once the status word
+    holds an error (``gated``: the inputs were checked on the device by :func:`check_write`)."""
     k, c = wp.tid()
     row = _write_row(k, kind, indices, mask, count)
     if row < 0:
@@ -129,7 +137,10 @@ def scatter_dof_values(
         claims_out[row] = 0
     if gated != 0 and failed(status):
         return
-    engine_out[table[row, c]] = values[k, c] * dof_sign[c]
+    if positions.shape[0] > 0:
+        joint_q_out[q_table[row, c]] = positions[k, c] * dof_sign[c]
+    if velocities.shape[0] > 0:
+        joint_qd_out[qd_table[row, c]] = velocities[k, c] * dof_sign[c]
     if c == 0:
         _mark(row, art, art_world, fk_mask_out, world_mask_out)
 
