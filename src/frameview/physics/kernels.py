@@ -18,10 +18,26 @@ import warp as wp
 from .._core.device_errors import CODE_INDEX_RANGE, report
 from .._core.rows import INDEXED, MASK
 
-__all__ = ["gather_dof_values", "gather_joint_state", "gather_transforms", "gather_twists", "gather_values"]
+__all__ = ["call_row", "gather_dof_values", "gather_joint_state", "gather_transforms", "gather_twists", "gather_values"]
 
 _INDEXED = wp.constant(INDEXED)
 _MASK = wp.constant(MASK)
+
+
+@wp.func
+def call_row(k: int, kind: int, indices: Any, mask: wp.array(dtype=wp.bool), count: int):
+    """The view row of call row ``k``: -1 masked out, -2 an index out of range. ``indices`` are the caller's, of any
+    integer dtype and strides (no narrowing launch); the range check runs in 64 bits, so that no 64-bit index
+    (``2**32 + 3``, ``-2**32``, ``2**64 - 1``) wraps into range."""
+    if kind == _INDEXED:
+        v = wp.int64(indices[k])
+        if v < wp.int64(0) or v >= wp.int64(count):
+            return -2
+        return int(v)
+    if kind == _MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
+        if not mask[k]:
+            return -1
+    return k
 
 
 @wp.func
@@ -34,20 +50,13 @@ def _view_row(
     status: wp.array(dtype=wp.int32),
     column: int,
 ):
-    """The view row of call row ``k``, or -1: masked out, or an index out of range (recorded once per row).
-    ``indices`` are the caller's, of any integer dtype and strides (no narrowing launch); the range check runs in
-    64 bits, so that no 64-bit index (``2**32 + 3``, ``-2**32``, ``2**64 - 1``) wraps into range."""
-    if kind == _INDEXED:
-        v = wp.int64(indices[k])
-        if v < wp.int64(0) or v >= wp.int64(count):
-            if column == 0:
-                report(status, k, CODE_INDEX_RANGE)
-            return -1
-        return int(v)
-    if kind == _MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
-        if not mask[k]:
-            return -1
-    return k
+    """:func:`call_row`, an index out of range recorded (once per row) and returned as -1."""
+    row = call_row(k, kind, indices, mask, count)
+    if row == -2:
+        if column == 0:
+            report(status, k, CODE_INDEX_RANGE)
+        return -1
+    return row
 
 
 @wp.kernel(enable_backward=False)

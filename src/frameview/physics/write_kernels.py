@@ -24,26 +24,9 @@ from .._core.device_errors import (
     failed,
     report,
 )
-from .._core.rows import INDEXED, MASK
+from .kernels import call_row
 
 __all__ = ["check_write", "scatter_dof_values", "scatter_root_values"]
-
-_INDEXED = wp.constant(INDEXED)
-_MASK = wp.constant(MASK)
-
-
-@wp.func
-def _write_row(k: int, kind: int, indices: Any, mask: wp.array(dtype=wp.bool), count: int):
-    """The view row of call row ``k``: -1 masked out, -2 out of range (64-bit comparison: no index wraps)."""
-    if kind == _INDEXED:
-        v = wp.int64(indices[k])
-        if v < wp.int64(0) or v >= wp.int64(count):
-            return -2
-        return int(v)
-    if kind == _MASK:  # noqa: SIM102 - Warp does not short-circuit: mask is empty unless kind is MASK
-        if not mask[k]:
-            return -1
-    return k
 
 
 @wp.kernel(enable_backward=False)
@@ -64,7 +47,7 @@ def check_write(
     values of both arguments finite (an argument with no rows is absent), and with ``quat2`` the second one a
     non-zero quaternion."""
     k = wp.tid()
-    row = _write_row(k, kind, indices, mask, count)
+    row = call_row(k, kind, indices, mask, count)
     if row == -1:
         return
     if row == -2:
@@ -130,7 +113,7 @@ def scatter_dof_values(
     ``c``; the row's articulation (and world) marked for forward kinematics. Nothing is written once the status word
     holds an error (``gated``: the inputs were checked on the device by :func:`check_write`)."""
     k, c = wp.tid()
-    row = _write_row(k, kind, indices, mask, count)
+    row = call_row(k, kind, indices, mask, count)
     if row < 0:
         return
     if c == 0:
@@ -181,7 +164,7 @@ def scatter_root_values(
     centre of mass, ``b.xyz`` angular velocity, world frame; the 6 joint velocities are the same vectors in the
     joint's parent frame (Newton's free-joint convention)."""
     k = wp.tid()
-    row = _write_row(k, kind, indices, mask, count)
+    row = call_row(k, kind, indices, mask, count)
     if row < 0:
         return
     claims_out[row] = 0
