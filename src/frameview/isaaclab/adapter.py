@@ -15,8 +15,6 @@ import warp as wp
 from .._core.launch import RecordedLaunch
 from .._core.values import device_data, unwrap
 from .kernels import (
-    NO_BODIES,
-    NO_OFFSETS,
     NO_QUATS,
     SIGN_GF,
     SIGN_NEWTON,
@@ -110,6 +108,7 @@ class IsaacLabFrameView:
         self._proxies = _Proxies(flat=self.frameview_backend != "newton")
         self._no_rows = wp.empty(0, dtype=wp.int32, device=self._device)
         self._casts: dict = {}  # device casts of written orientations (device_data keeps them alive)
+        self._direct_local = False  # Newton: every frame right below its body (local reads signed by the view)
         self._ready_handle: Any = None
         if self.frameview_backend != "newton":
             self._build(None)
@@ -217,32 +216,24 @@ class IsaacLabFrameView:
     # ------------------------------------------------------------------ Isaac Lab's backend hooks
 
     def _rows(self, indices: Any) -> wp.array:
-        """``indices`` as a device int32 array (the empty array for all rows)."""
+        """``indices`` as device int32 view indices, checked, narrowed on the device where they live there (the empty
+        array for all rows)."""
         if indices is None:
             return self._no_rows
-        if isinstance(indices, wp.array) and indices.dtype == wp.int32 and str(indices.device) == self._device:
-            return indices
-        if isinstance(indices, wp.array):
-            host = indices.numpy()
-        elif hasattr(indices, "detach"):  # torch
-            host = indices.detach().cpu().numpy()
-        else:
-            host = indices
-        return wp.array(np.asarray(host, dtype=np.int64).astype(np.int32), dtype=wp.int32, device=self._device)
+        rows = self.frameview._args.prepare(indices, None)
+        return rows.indices if rows.indices is not None else self._no_rows
 
-    def _signed(self, name: str, quat: wp.array, rule: int, indices: Any) -> wp.array:
-        """``quat`` signed as Isaac Lab's view signs it (see ``SIGN_GF``), into this getter's own buffer."""
-        out = self._proxies.buffer(name, quat.shape[0], wp.vec4f, quat.device)
-        view = self.frameview
-        if rule in (SIGN_NEWTON, SIGN_NEWTON_LOCAL):
-            store = view._store
-            params = [self._rows(indices), view._view_node, store.body, store.offset, self._offset_sign,
-                      view.state.body_q]  # fmt: skip
-        else:
-            dev = quat.device
-            params = [self._no_rows, self._no_rows, self._no_rows, NO_OFFSETS.get(dev), NO_QUATS.get(dev),
-                      NO_BODIES.get(dev)]  # fmt: skip
-        wp.launch(signed_quats, quat.shape[0], inputs=[quat, rule, *params], outputs=[out], device=quat.device)
+    def _signed(self, space: str, quat: wp.array, indices: Any) -> wp.array:
+        """``quat`` of a ``space`` read, signed as Isaac Lab's view signs it (see ``SIGN_GF``): Newton world poses,
+        and local poses of frames right below their body, come signed from the view's own read (``_build``); the
+        others take one launch into this getter's own buffer."""
+        newton = self.frameview_backend == "newton"
+        if newton and (space == "world" or self._direct_local):
+            return quat
+        rule = self._world_rule() if space == "world" else self._local_rule()
+        out = self._proxies.buffer(f"{space}_quat", quat.shape[0], wp.vec4f, quat.device)
+        rows, signs = (self._rows(indices), self._offset_sign) if newton else (self._no_rows, NO_QUATS.get(quat.device))
+        wp.launch(signed_quats, quat.shape[0], inputs=[quat, rule, rows, signs], outputs=[out], device=quat.device)
         return out
 
     def _world_rule(self) -> int:
@@ -253,8 +244,7 @@ class IsaacLabFrameView:
 
     def _get_world_poses_impl(self, indices: Any = None) -> tuple[Any, Any]:
         pos, quat = self.frameview.get_world_poses(indices)
-        if self.frameview_backend != "newton":  # Newton: signed by the read launch itself (_build)
-            quat = self._signed("world_quat", quat, self._world_rule(), indices)
+        quat = self._signed("world", quat, indices)
         return self._proxies.wrap("world_pos", pos), self._proxies.wrap("world_quat", quat)
 
     def _after_world_write(self, orientations: Any, indices: Any) -> None:
@@ -282,8 +272,7 @@ class IsaacLabFrameView:
 
     def _get_local_poses_impl(self, indices: Any = None) -> tuple[Any, Any]:
         pos, quat = self.frameview.get_local_poses(indices)
-        if not getattr(self, "_direct_local", False):
-            quat = self._signed("local_quat", quat, self._local_rule(), indices)
+        quat = self._signed("local", quat, indices)
         return self._proxies.wrap("local_pos", pos), self._proxies.wrap("local_quat", quat)
 
     def _get_world_scales_impl(self, indices: Any = None) -> Any:
@@ -438,9 +427,7 @@ class _ScopeWriter:
         else:
             fv_view = view.frameview
             pos, quat = (fv_view.get_world_poses if self.space == "world" else fv_view.get_local_poses)(indices)
-        rule = view._world_rule() if self.space == "world" else view._local_rule()
-        if rule != SIGN_NEWTON and not (rule == SIGN_NEWTON_LOCAL and getattr(view, "_direct_local", False)):
-            quat = view._signed(f"{self.space}_quat", quat, rule, indices)  # signed as Isaac Lab's getters sign them
+        quat = view._signed(self.space, quat, indices)  # signed as Isaac Lab's getters sign them
         return view._proxies.wrap(f"{self.space}_pos", pos), view._proxies.wrap(f"{self.space}_quat", quat)
 
     def get_scales(self, indices: Any = None) -> Any:

@@ -10,8 +10,6 @@ from typing import Any
 import warp as wp
 
 __all__ = [
-    "NO_BODIES",
-    "NO_OFFSETS",
     "NO_QUATS",
     "SIGN_GF",
     "SIGN_NEWTON",
@@ -34,8 +32,9 @@ SIGN_GF, SIGN_WARP, SIGN_NEWTON, SIGN_NEWTON_LOCAL = 0, 1, 2, 3
 - ``SIGN_WARP``: ``wp.quat_from_matrix`` (Isaac Lab's Fabric view): ``w >= 0`` when the matrix trace ``4 w^2 - 1`` is
   not negative, else the largest of x, y, z positive;
 - ``SIGN_NEWTON``: the product ``body_q[body].q * q_offset`` (Isaac Lab's Newton view), ``q_offset`` the frame's
-  rotation from its body signed as Isaac Lab's ``resolve_prim_pose`` signs it from the stage when the view is built
-  (a write to a frame's offset keeps the sign nearest to that one);
+  rotation from its body signed as Isaac Lab's ``resolve_prim_pose`` signs it from the stage when the view is built,
+  and as written after a world write: the frameview view's read applies it itself (:func:`offset_signs`,
+  :meth:`frameview.NewtonFrameView._use_quat_signs`);
 - ``SIGN_NEWTON_LOCAL``: the local poses of Isaac Lab's Newton view are the offsets above, relative to the body, where
   frameview's are relative to the USD parent: for a frame right below its body they agree, signed as the offset."""
 
@@ -86,14 +85,12 @@ def signed_quats(
     quat: wp.array(dtype=wp.quatf),
     rule: int,
     rows: wp.array(dtype=wp.int32),
-    view_node: wp.array(dtype=wp.int32),
-    node_body: wp.array(dtype=wp.int32),
-    node_offset: wp.array(dtype=wp.transformf),
     offset_sign: wp.array(dtype=wp.quatf),
-    body_q: wp.array(dtype=wp.transformf),
     out: wp.array(dtype=wp.vec4f),
 ):
-    """``out[i]``: ``quat[i]`` or ``-quat[i]``, signed as Isaac Lab's view of the backend signs it (``rule``)."""
+    """``out[i]``: ``quat[i]`` or ``-quat[i]``, signed as Isaac Lab's view of the backend signs it (``rule``:
+    ``SIGN_GF``, ``SIGN_WARP`` or ``SIGN_NEWTON_LOCAL``; Newton world poses are signed by the view's read itself,
+    :func:`offset_signs`)."""
     i = wp.tid()
     q = quat[i]
     s = float(1.0)
@@ -105,25 +102,11 @@ def signed_quats(
                 s = -1.0
         else:
             s = _largest_positive(q, 3)
-    elif rule == 3:
-        r = i
-        if rows.shape[0] > 0:
-            r = rows[i]
-        if wp.dot(q, offset_sign[r]) < 0.0:
-            s = -1.0
     else:
         r = i
         if rows.shape[0] > 0:
             r = rows[i]
-        n = view_node[r]
-        off = wp.transform_get_rotation(node_offset[n])
-        if wp.dot(off, offset_sign[r]) < 0.0:  # the offset's sign as Isaac Lab's resolve_prim_pose gives it
-            off = -off
-        ref = off
-        b = node_body[n]
-        if b >= 0:
-            ref = wp.transform_get_rotation(body_q[b]) * off
-        if wp.dot(q, ref) < 0.0:
+        if wp.dot(q, offset_sign[r]) < 0.0:
             s = -1.0
     out[i] = wp.vec4f(s * q[0], s * q[1], s * q[2], s * q[3])
 
@@ -183,8 +166,6 @@ class EmptyArrays:
         return array
 
 
-NO_OFFSETS = EmptyArrays(wp.transformf)
-NO_BODIES = EmptyArrays(wp.transformf)
 NO_QUATS = EmptyArrays(wp.quatf)
 
 

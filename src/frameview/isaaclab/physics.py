@@ -154,6 +154,7 @@ class _IsaacLabPhysics:
 
         call.__name__ = name
         call.__doc__ = attr.__doc__
+        self.__dict__[name] = call  # made once: later lookups find it without __getattr__
         return call
 
     def close(self) -> None:

@@ -430,6 +430,7 @@ class _ResetWrites:
         self.no_index = wp.empty(0, dtype=wp.int32, device=device)
         self.no_mask = wp.empty(0, dtype=wp.bool, device=device)
         self._cmds: dict[tuple, RecordedLaunch] = {}
+        self._base: Any = _UNSET  # Isaac Lab's NewtonManager base class behind the engine, found on the first write
 
     def _launch(self, kernel: Any, key: tuple, dim: Any, params: list) -> None:
         """One recorded launch per kernel and call shape (only changed parameters are packed again)."""
@@ -449,7 +450,9 @@ class _ResetWrites:
         if not checked:  # device inputs: bounds, repeats, finite values first; the scatter writes only if all pass
             self._launch(check_write, ("check", *shape), rows.count,
                          [*head, a, b, int(what == "root_poses"), self.claims, status])  # fmt: skip
-        base = _isaaclab_base_manager(engine.manager)
+        base = self._base
+        if base is _UNSET:
+            base = self._base = _isaaclab_base_manager(engine.manager)
         if base is not None:  # Isaac Lab: its reset masks, consumed by its next forward() (every view read runs it)
             fk_mask, world_mask = base._fk_reset_mask, base._world_reset_mask
         else:
@@ -477,6 +480,9 @@ class _ResetWrites:
             import newton
 
             newton.eval_fk(self._model, state.joint_q, state.joint_qd, state, fk_mask)
+
+
+_UNSET = object()
 
 
 def _isaaclab_base_manager(manager: Any) -> Any:
