@@ -73,6 +73,30 @@ def check_write(
 
 
 @wp.func
+def _written_row(
+    k: int,
+    kind: int,
+    indices: Any,
+    mask: wp.array(dtype=wp.bool),
+    count: int,
+    column: int,
+    gated: int,
+    status: wp.array(dtype=wp.int32),
+    claims_out: wp.array(dtype=wp.int32),
+):
+    """A scatter's view row for call row ``k``, or -1: masked out, out of range, or (``gated``) a write the device
+    checks rejected. Column 0 releases the row's claim of :func:`check_write` first, accepted or not."""
+    row = call_row(k, kind, indices, mask, count)
+    if row < 0:
+        return -1
+    if column == 0:
+        claims_out[row] = 0
+    if gated != 0 and failed(status):
+        return -1
+    return row
+
+
+@wp.func
 def _mark(row: int, art: wp.array(dtype=wp.int32), art_world: wp.array(dtype=wp.int32),
           fk_mask_out: wp.array(dtype=wp.bool), world_mask_out: wp.array(dtype=wp.bool)):  # fmt: skip
     a = art[row]
@@ -113,12 +137,8 @@ def scatter_dof_values(
     ``c``; the row's articulation (and world) marked for forward kinematics. Nothing is written once the status word
     holds an error (``gated``: the inputs were checked on the device by :func:`check_write`)."""
     k, c = wp.tid()
-    row = call_row(k, kind, indices, mask, count)
+    row = _written_row(k, kind, indices, mask, count, c, gated, status, claims_out)
     if row < 0:
-        return
-    if c == 0:
-        claims_out[row] = 0
-    if gated != 0 and failed(status):
         return
     if positions.shape[0] > 0:
         joint_q_out[q_table[row, c]] = positions[k, c] * dof_sign[c]
@@ -164,11 +184,8 @@ def scatter_root_values(
     centre of mass, ``b.xyz`` angular velocity, world frame; the 6 joint velocities are the same vectors in the
     joint's parent frame (Newton's free-joint convention)."""
     k = wp.tid()
-    row = call_row(k, kind, indices, mask, count)
+    row = _written_row(k, kind, indices, mask, count, 0, gated, status, claims_out)
     if row < 0:
-        return
-    claims_out[row] = 0
-    if gated != 0 and failed(status):
         return
     s = start[row]
     frame = wp.transform_get_rotation(joint_frame[row])
