@@ -131,3 +131,25 @@ def child_paths(ovs: Any, path: str) -> tuple[str, ...]:
     pd = PathDictionary(ovs)
     with pd.create_path_list_from_strings([path]) as plist:
         return ovs.get_hierarchy(plist, 0, ovstage.HierarchyRelation.CHILDREN).items[0].paths
+
+
+def write_local_matrices(ovs: Any, paths: Sequence[str], mats: np.ndarray, ordinal: int) -> None:
+    """A foreign write (a simulator's sync step): local matrices of ``paths``, world matrices re-derived, sealed."""
+    pd = PathDictionary(ovs)
+    with pd.create_path_list_from_strings(list(paths)) as plist, ovs.query_from_path_list(plist) as query:
+        mats = np.ascontiguousarray(mats, dtype=np.float64).reshape(len(paths), 4, 4)
+        ovs.write_attribute(
+            query, LOCAL_MATRIX, ordinal, mats, is_array=False, semantic=ovstage.AttributeSemantic.MATRIX
+        ).wait()
+    ovs.compute_hierarchy(ordinal, ordinal)
+    tokens = [pd.intern_token(LOCAL_MATRIX), pd.intern_token(WORLD_MATRIX)]
+    ovs.advance_write_floor(ordinal, ovstage.Scope.INCLUDE, tokens).wait()
+
+
+def add_float_attribute(ovs: Any, paths: Sequence[str], name: str, ordinal: int) -> None:
+    """Give ``paths`` a new float attribute (they move to another bucket: the rows of a view reorder), sealed."""
+    pd = PathDictionary(ovs)
+    token = pd.intern_token(name)
+    with pd.create_path_list_from_strings(list(paths)) as plist, ovs.query_from_path_list(plist) as query:
+        ovs.write_attribute(query, token, ordinal, np.ones(len(paths), np.float32), is_array=False).wait()
+    ovs.advance_write_floor(ordinal, ovstage.Scope.INCLUDE, [token]).wait()

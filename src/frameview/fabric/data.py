@@ -150,17 +150,20 @@ class FabricData:
             return [epoch.word, epoch.value]
         return [epoch.word, UNGUARDED]
 
-    def refresh(self, parents: bool, write: bool = False) -> None:
+    def refresh(self, parents: bool, write: bool = False, read: tuple[str, ...] | None = None) -> None:
         """Bring the selections up to date, check their counts, rebuild fabric arrays only if buckets changed.
 
         ``write``: this access writes through the prims' columns (providers with read-only zero-copy columns then
         expose writable staging columns, see ``FabricSelection.prepare_for_write``).
+        ``read``: the only columns of the prims this access reads (providers that gather columns, as ovstage does on
+        a CUDA device, then gather just those: ``prepare_for_read``); the launches of the access must not read the
+        others.
         """
         fabric = self.fabric
         if not fabric.is_alive():
             raise RuntimeError(f"{self.label}: its stage was released; create the view again on a live stage")
         DEFERRED_TAGS.flush(fabric)
-        self.refresh_one(self.sel, self.count, "prims", (self.tag, WORLD_MATRIX, LOCAL_MATRIX), write)
+        self.refresh_one(self.sel, self.count, "prims", (self.tag, WORLD_MATRIX, LOCAL_MATRIX), write, read)
         if parents and self.parent_paths:
             attrs = (self.parent_tag, WORLD_MATRIX, LOCAL_MATRIX)
             self.refresh_one(self.parent_sel, len(self.parent_paths), "parents", attrs)
@@ -169,11 +172,23 @@ class FabricData:
             self.epoch.flush()
 
     def refresh_one(
-        self, sel: FabricSelection, expected: int, what: str, attrs: tuple[str, ...], write: bool = False
+        self,
+        sel: FabricSelection,
+        expected: int,
+        what: str,
+        attrs: tuple[str, ...],
+        write: bool = False,
+        read: tuple[str, ...] | None = None,
     ) -> None:
         """:meth:`refresh` for one selection (``what``: ``"prims"`` or ``"parents"``; ``attrs``: its tag first)."""
         prepare_for_write = getattr(sel, "prepare_for_write", None) if write else None
-        changed = prepare_for_write() if prepare_for_write is not None else sel.prepare_for_reuse()
+        prepare_for_read = getattr(sel, "prepare_for_read", None) if read and not write else None
+        if prepare_for_write is not None:
+            changed = prepare_for_write()
+        elif prepare_for_read is not None:
+            changed = prepare_for_read(read)
+        else:
+            changed = sel.prepare_for_reuse()
         if changed:
             layout_changed(self.fabric)  # graphs the caller captured against the old layout fail from now on
         if sel.count != expected:
@@ -221,6 +236,10 @@ class FabricData:
         self.parent_sel.release()
 
     def clear(self) -> None:
-        """Drop the fabric arrays (the view is closed)."""
+        """Drop the fabric arrays and whatever the selections keep on the stage (the view is closed)."""
         self.arrays.clear()
         self.columns.clear()
+        for sel in (self.sel, self.parent_sel):
+            close = getattr(sel, "close", None)
+            if close is not None and self.fabric.is_alive():
+                close()

@@ -251,7 +251,7 @@ class FabricFrameView(BaseFrameView):
         data, launches = self._data, self._launches
         with data.fabric.lock:
             try:
-                data.refresh(parents=False)
+                data.refresh(parents=False, read=(data.tag, attr))  # the launches below read these two columns
                 arrays, count = data.arrays, data.count
                 mats, tags = arrays[attr], arrays[data.tag]
                 columns = data.columns[attr], data.columns[data.tag]  # plain arrays where one bucket
@@ -301,7 +301,7 @@ class FabricFrameView(BaseFrameView):
         data, launches = self._data, self._launches
         with data.fabric.lock:
             try:
-                data.refresh(parents=False)
+                data.refresh(parents=False, read=(data.tag, attr))  # the launches below read these two columns
                 count = data.count
                 mats, tags = data.arrays[attr], data.arrays[data.tag]
                 status = self._errors.status

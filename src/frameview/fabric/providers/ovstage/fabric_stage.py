@@ -42,6 +42,11 @@ import ovstage
 import warp as wp
 from ovstage import AttributeSemantic, HierarchyRelation
 
+try:  # ovstage >= 0.3: device placements (experimental in ovstage)
+    from ovstage import Placement
+except ImportError:  # ovstage 0.2.1: host writes only
+    Placement = None
+
 from ...._core.host import to_numpy
 from ....visibility import compute_visibility
 from ...stage import LOCAL_MATRIX, RESET_XFORM_STACK, WORLD_MATRIX, nearest_xform_ancestors
@@ -59,6 +64,24 @@ from .selection import (
 __all__ = ["RESET_XFORM_STACK", "USD_PATH", "OvstageFabricStage", "OvstageSelection", "attach"]
 
 logger = logging.getLogger(__name__)
+
+_DL_CUDA = 2  # DLPack's kDLCUDA
+
+_MODEL_NAMES = {"CPU_INCREMENTAL": "cpu-incremental", "GPU_INCREMENTAL": "gpu-incremental", "GPU_GLOBAL": "gpu-global",
+                "DEFAULT_CPU": "cpu-incremental", "DEFAULT_GPU": "gpu-incremental"}  # fmt: skip
+
+
+def hierarchy_model_name(stage: ovstage.Stage) -> str:
+    """The hierarchy computation model of ``stage``'s process configuration, as ``"cpu-incremental"``,
+    ``"gpu-incremental"`` or ``"gpu-global"`` (``"cpu-incremental"`` when unset: ovstage's process default;
+    ``"unknown"`` when this ovstage cannot tell)."""
+    try:
+        model = stage.config.runtime_default_hierarchy_computation_model
+    except (AttributeError, RuntimeError, ovstage.OvstageError):
+        return "unknown"
+    if model is None or getattr(model, "name", "") == "RUNTIME_DEFAULT":
+        return "cpu-incremental"
+    return _MODEL_NAMES.get(getattr(model, "name", ""), str(model).lower())
 
 
 class OvstageFabricStage:
@@ -80,9 +103,81 @@ class OvstageFabricStage:
 
     def __init__(self, core: StageCore, device: str) -> None:
         self._core = core
-        self.device = str(wp.get_device(device))
-        self._zero_copy = wp.get_device(device).is_cpu
+        dev = wp.get_device(device)
+        self.device = str(dev)
+        self._zero_copy = dev.is_cpu
+        self._write_placement = "host" if dev.is_cpu or Placement is None else "device"
+        self._read_placement = "host"
         self.lock = core.lock
+
+    @property
+    def read_placement(self) -> str:
+        """Where a read on this provider asks ovstage for the columns.
+
+        ``"host"`` (the default): host columns, zero-copy on the CPU, gathered into pinned memory and uploaded in
+        one copy per column on a CUDA device. ``"device"`` (CUDA providers, ovstage >= 0.3): reads placed on the
+        view's GPU, exposed in place when ovstage hands back compact device columns (the column is current there
+        after device-placed writes), else read on the host as above.
+
+        Raises:
+            ValueError: An unknown value, or ``"device"`` on a CPU provider or an ovstage without ``Placement``.
+        """
+        return self._read_placement
+
+    @read_placement.setter
+    def read_placement(self, value: str) -> None:
+        self._read_placement = self._checked_placement("read_placement", value)
+
+    def read_placement_on_device(self) -> Any:
+        """The ``ovstage.Placement`` of a read on this provider's GPU (``read_placement == "device"``), else None."""
+        if self._read_placement != "device":
+            return None
+        return Placement(device_type=_DL_CUDA, device_id=wp.get_device(self.device).ordinal)
+
+    def _checked_placement(self, what: str, value: str) -> str:
+        if value not in ("device", "host"):
+            raise ValueError(f"{what}: expected 'device' or 'host', got {value!r}")
+        if value == "device" and (wp.get_device(self.device).is_cpu or Placement is None):
+            why = "a CPU provider" if Placement is not None else f"ovstage {ovstage.__version__} (no ovstage.Placement)"
+            raise ValueError(f"{what}: 'device' needs a CUDA provider and ovstage >= 0.3, got {why}")
+        return value
+
+    @property
+    def write_placement(self) -> str:
+        """How a write on this provider hands the written local matrices to ovstage.
+
+        ``"device"`` (the default on a CUDA device, where ovstage has ``Placement``: 0.3 and later): the staged CUDA
+        column itself, as a DLPack source placed on the view's GPU, ordered after the view's kernels on its stream;
+        ovstage re-derives the world matrices with the stage's hierarchy model (:attr:`hierarchy_model`).
+        ``"host"`` (the CPU, and ovstage 0.2.1): a host copy of the column, written without a placement.
+
+        Raises:
+            ValueError: An unknown value, or ``"device"`` on a CPU provider or an ovstage without ``Placement``.
+        """
+        return self._write_placement
+
+    @write_placement.setter
+    def write_placement(self, value: str) -> None:
+        self._write_placement = self._checked_placement("write_placement", value)
+
+    @property
+    def hierarchy_model(self) -> str:
+        """The hierarchy computation model ovstage uses to re-derive world matrices after a write on this stage.
+
+        Process-wide, fixed by the ``StageConfig`` of the first live stage: ``"cpu-incremental"`` (the default of a
+        process that never asked for another), ``"gpu-incremental"`` or ``"gpu-global"``. Writes on a CUDA device
+        cost about 15x more under the CPU model (docs/ovstage.md); create the first stage with
+        ``ovstage.Stage(name, ovstage.StageConfig(runtime_default_hierarchy_computation_model=
+        ovstage.HierarchyComputationModel.GPU_INCREMENTAL))``, as Isaac Lab does.
+        """
+        return hierarchy_model_name(self._core.stage)
+
+    def _placement(self) -> Any:
+        """The ``ovstage.Placement`` of a device-placed write on this provider's GPU, else ``None``."""
+        if self._write_placement != "device":
+            return None
+        dev = wp.get_device(self.device)
+        return Placement(device_type=_DL_CUDA, device_id=dev.ordinal, stream=int(wp.get_stream(dev).cuda_stream))
 
     @property
     def zero_copy(self) -> bool:
@@ -168,6 +263,7 @@ class OvstageFabricStage:
                     f"nothing was written (ovstage would create them)"
                 )
             ordinal = core.next_ordinal([tok])
+            core.generation += 1
             with core.stage.query_from_path_list(plist) as query:
                 core.stage.write_attribute(query, tok, ordinal, values, is_array=False).wait()
             core.seal(ordinal, [tok])
@@ -183,6 +279,7 @@ class OvstageFabricStage:
             core.release_pinned()
             tok = core.token(name)
             ordinal = core.next_ordinal([tok])
+            core.generation += 1
             with core.stage.query_from_path_list(self._path_list(paths)) as query:
                 core.stage.delete_attributes(query, [tok], ordinal).wait()
             core.seal(ordinal, [tok])
@@ -223,31 +320,40 @@ class OvstageFabricStage:
                     "before writing through its columns (ovstage read pointers are read-only)"
                 )
             n = selection.count
-            written = np.unique(to_numpy(slots).astype(np.int64)) if slots.shape[0] else np.empty(0, np.int64)
-            if n == 0 or written.size == 0:
+            if n == 0 or slots.shape[0] == 0:
                 return
-            if written[0] < 0 or written[-1] >= n:
-                raise IndexError(f"slots: expected values in [0, {n}), got [{written[0]}, {written[-1]}]")
+            written = np.zeros(n + (-n % 64), dtype=bool)
+            picked = to_numpy(slots).astype(np.int64, copy=False)
+            if picked.min() < 0 or picked.max() >= n:
+                raise IndexError(f"slots: expected values in [0, {n}), got [{picked.min()}, {picked.max()}]")
+            written[picked] = True
             core = self._core
-            local = selection.staged_matrices(LOCAL_MATRIX)
             core.release_pinned()
             kwargs: dict[str, Any] = {}
-            if written.size != n:
-                words = np.zeros((n + 63) // 64, dtype=np.uint64)
-                np.bitwise_or.at(words, written >> 6, np.left_shift(np.uint64(1), (written & 63).astype(np.uint64)))
+            if not written[:n].all():  # a 64-bit word per 64 slots, bit k of word w = slot 64 w + k
+                words = np.packbits(written, bitorder="little").view(np.uint64)
                 kwargs = {"mask": words.tolist(), "count": n}
             lm, wm = core.token(LOCAL_MATRIX), core.token(WORLD_MATRIX)
             ordinal = core.next_ordinal([lm, wm])
+            placed = self._placement()
+            if placed is not None:  # the staged CUDA column itself, after the view's kernels on its stream
+                local: Any = selection.staged_column(LOCAL_MATRIX)
+                kwargs.update(placement=placed, cuda_stream=placed.stream)
+            else:
+                local = selection.staged_matrices(LOCAL_MATRIX)
             core.stage.write_attribute(
                 selection.query, lm, ordinal, local, is_array=False, semantic=AttributeSemantic.MATRIX, **kwargs
             ).wait()
             if core.explicit_hierarchy:
                 core.stage.compute_hierarchy(ordinal, ordinal)
             core.seal(ordinal, [lm, wm])
+            if core.requery_after_writes or not core.written:  # see StageCore.requery_after_writes
+                core.generation += 1
+            core.written = True
             if core.auto_update_checked or WORLD_MATRIX not in selection.require:
                 return
             core.auto_update_checked = True
-            if not selection.worlds_match(written):
+            if not selection.worlds_match(np.flatnonzero(written[:n])):
                 core.explicit_hierarchy = True
                 logger.info(
                     "ovstage stage %r does not update world matrices after local writes: frameview runs "

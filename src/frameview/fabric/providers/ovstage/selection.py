@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The ovstage provider's selections: a ``HAS`` query per access, its read groups exposed as Warp's Fabric array
-interface (zero-copy on the CPU) or gathered into staging columns (writes, CUDA devices).
+"""The ovstage provider's selections: a ``HAS`` query kept across accesses, its read groups exposed as Warp's Fabric
+array interface (zero-copy on the CPU) or gathered into staging columns (writes, CUDA devices).
 
 ovstage returns one read group per (attribute, bucket); the groups of one bucket are row-aligned (row ``i`` is the
 same prim in the tag, world and local groups), so slot ``k`` is the ``k``-th row when the buckets are concatenated in
@@ -21,6 +21,8 @@ from ...stage import COLUMN_TYPES, WORLD_MATRIX, column_type
 from .core import LATEST, StageCore, group_array, group_values, index_map
 
 __all__ = ["OvstageSelection"]
+
+_DL_CUDA = 2  # DLPack's kDLCUDA
 
 # (DLPack type code, bits, trailing shape with the lanes last) of a read group -> Fabric type name (a key of
 # COLUMN_TYPES); ovstage 0.3 reports a matrix as (4, 4) float64, ovstage 0.2 as one element of 16 float64 lanes
@@ -51,13 +53,24 @@ class SelectionSource(Protocol):
     @property
     def zero_copy(self) -> bool: ...
 
+    def read_placement_on_device(self) -> Any:
+        """The ``ovstage.Placement`` of reads placed on this provider's GPU, or ``None`` (reads on the host)."""
+
 
 class OvstageSelection:
     """The prims of an ovstage stage that carry every attribute of ``require``, in Fabric slot order.
 
-    Implements :class:`frameview.fabric.stage.FabricSelection`. Every :meth:`prepare_for_reuse` or
-    :meth:`prepare_for_write` issues a ``HAS`` query and reads the columns; :meth:`release` ends the access. The
-    interface is valid between the two.
+    Implements :class:`frameview.fabric.stage.FabricSelection`. Every :meth:`prepare_for_reuse`,
+    :meth:`prepare_for_read` or :meth:`prepare_for_write` reads the columns through this selection's ``HAS`` query;
+    :meth:`release` ends the access. The interface is valid between the two.
+
+    The query is kept across accesses: ovstage resolves its membership against the stage's current state at every
+    read (buckets that moved, prims deleted), and issuing it costs as much as the read itself. A query kept across
+    a change of the stage's storage stays right but reads slower (measured on ovstage 0.3: 3x for a query issued
+    before the stage's first matrix write), so it is issued again after the stage's first write through frameview,
+    when frameview tagged or untagged prims on the stage (:attr:`StageCore.generation`), at the access after the
+    buckets changed, and before a count that differs from the previous access is reported; :meth:`close` releases
+    it.
     """
 
     def __init__(self, provider: SelectionSource, require: Sequence[str], write: bool) -> None:
@@ -73,6 +86,10 @@ class OvstageSelection:
         self._iface: dict[str, Any] = {"version": 1, "device": provider.device, "attribs": {}}
         self._signature: tuple | None = None
         self._query: Any = None
+        self._generation = -1  # StageCore.generation when the query was issued
+        self._fresh = False  # whether the current access issued the query
+        self._buckets: tuple | None = None  # (rows, index map?) of each bucket read by the last access
+        self._requery = False  # the buckets changed: issue the query again at the next access
         self._read: Any = None
         self._groups: list[Any] = []
         self._staged = False
@@ -98,12 +115,30 @@ class OvstageSelection:
 
     def prepare_for_reuse(self) -> bool:
         """Start a read access: query, read and expose the columns (zero-copy on the CPU, unless the provider's
-        :attr:`~frameview.fabric.providers.ovstage.OvstageFabricStage.zero_copy` is off).
+        :attr:`~frameview.fabric.providers.ovstage.OvstageFabricStage.zero_copy` is off; zero-copy on the GPU when
+        its ``read_placement`` is ``"device"`` and ovstage hands back compact device columns).
 
         Returns:
             True when the exposed pointers or counts differ from the previous access.
         """
-        return self._prepare(stage_columns=not self._provider.zero_copy)
+        return self._prepare(stage_columns=not self._provider.zero_copy, placed=True)
+
+    def prepare_for_read(self, names: Sequence[str]) -> bool:
+        """Start a read access that reads only the columns ``names`` (a subset of :attr:`require`).
+
+        Zero-copy accesses expose every column as :meth:`prepare_for_reuse` does. Gathered accesses (CUDA devices)
+        read and upload only ``names``: the other staging columns keep the values of an earlier access, so the
+        caller must not read them before its next access.
+
+        Returns:
+            True when the exposed pointers or counts differ from the previous access.
+        """
+        if self._provider.zero_copy:
+            return self._prepare(stage_columns=False)
+        unknown = [n for n in names if n not in self.require]
+        if unknown:
+            raise ValueError(f"names: expected columns of this selection {self.require}, got {unknown}")
+        return self._prepare(stage_columns=True, names=tuple(names), placed=True)
 
     def prepare_for_write(self) -> bool:
         """Start a write access: gather the columns into writable staging buffers.
@@ -121,7 +156,11 @@ class OvstageSelection:
         return self._iface
 
     def release(self) -> None:
-        """End the access: release the read groups, the read and the query. Idempotent."""
+        """End the access: release the read groups and the read (the query is kept). Idempotent."""
+        self.release_groups()
+
+    def close(self) -> None:
+        """Release the kept query too (the view is closed). Idempotent; a later access issues a new one."""
         self.release_groups()
         query, self._query = self._query, None
         if query is not None and self._core.alive():
@@ -157,6 +196,10 @@ class OvstageSelection:
 
     # ---------------------------------------------------------------- staged writes
 
+    def staged_column(self, name: str) -> wp.array:
+        """The staging column of ``name``, ``count`` rows (on the provider's device)."""
+        return self._staging[name][: self._count]
+
     def staged_matrices(self, name: str) -> np.ndarray:
         """(count, 4, 4) float64 host copy (or view, on the CPU) of a staged matrix column."""
         col = self._staging[name]
@@ -186,33 +229,67 @@ class OvstageSelection:
 
     # ---------------------------------------------------------------- internals
 
-    def _prepare(self, stage_columns: bool) -> bool:
+    def _prepare(self, stage_columns: bool, names: tuple[str, ...] | None = None, placed: bool = False) -> bool:
+        """One access: read ``names`` (every required column when ``None``) and expose them, in place where the read
+        groups allow it, else gathered into the staging columns (``stage_columns``: always gathered). ``placed``:
+        the read may be placed on the provider's GPU (when it asks for device reads)."""
         self._core.check_alive()
         self.release()
-        self._read_groups()
+        names = names or self.require
+        tokens = [self._core.token(n) for n in names]
+        placement = self._provider.read_placement_on_device() if placed else None
+        self._read_groups(tokens, placement)
         try:
-            by_attr = self._split_groups()
+            by_attr = self._split_groups(names, tokens)
+            count = int(sum(g.prim_count for g in by_attr[0]))
+            if count != self._count and self._generation >= 0 and not self._fresh:
+                self.close()  # a count that differs: confirm it with a new query before anyone reports it
+                return self._prepare(stage_columns, names, placed)
+            self._count = count
+            buckets = tuple((g.prim_count, g.has_data_index_map) for g in by_attr[0])
+            self._requery = self._buckets is not None and buckets != self._buckets and not self._fresh
+            self._buckets = buckets
+            if placement is not None:
+                ordinal = wp.get_device(self._provider.device).ordinal
+                if not all(_compact(g, _DL_CUDA, ordinal) for gs in by_attr for g in gs):
+                    self.release()  # not usable in place on the GPU: read on the host and gather
+                    return self._prepare(stage_columns, names, placed=False)
+                self._staged = False
+            else:
+                self._staged = stage_columns or not all(_compact(g) for gs in by_attr for g in gs)
             counts = [g.prim_count for g in by_attr[0]]
-            self._count = int(sum(counts))
-            self._staged = stage_columns or not all(_compact(g) for gs in by_attr for g in gs)
+            read = dict(zip(names, by_attr, strict=True))
             if self._staged:
-                types = [self._gather(name, gs) for name, gs in zip(self.require, by_attr, strict=True)]
+                types = [self._gather(name, read[name]) if name in read else self._kept_type(name)
+                         for name in self.require]  # fmt: skip
                 pointers = [[self._staging[name].ptr] if self._count else [] for name in self.require]
                 counts = [self._count] if self._count else []
-            else:
-                types = [_type_of(name, gs) for name, gs in zip(self.require, by_attr, strict=True)]
-                pointers = [[_data_ptr(g) for g in gs] for gs in by_attr]
+                all_counts = [counts] * len(self.require)
+            else:  # in place; columns this access did not read point at their (unread) staging columns
+                types = [_type_of(n, read[n]) if n in read else self._kept_type(n) for n in self.require]
+                pointers = [[_data_ptr(g) for g in read[n]] if n in read else self._kept_pointer(n)
+                            for n in self.require]  # fmt: skip
+                all_counts = [counts if n in read else ([self._count] if self._count else []) for n in self.require]
         except BaseException:
             self.release()
             raise
-        return self._expose(types, pointers, counts)
+        return self._expose(types, pointers, all_counts)
 
-    def _read_groups(self) -> None:
-        """Query the stage and read the required columns at the latest ordinal; pins the read groups."""
+    def _read_groups(self, tokens: list[int], placement: Any = None) -> None:
+        """Read ``tokens`` at the latest ordinal through the kept query (issued first if needed); pins the groups.
+        ``placement``: an ``ovstage.Placement`` on the provider's GPU (no availability event: ovstage drains any
+        transfer before it hands a group over), or ``None`` for the host."""
         core = self._core
-        self._query = core.stage.query(self._filter)
-        self._query.wait()
-        self._read = core.stage.read_attributes(self._query, self._tokens, LATEST)
+        self._fresh = self._query is None or self._generation != core.generation or self._requery
+        if self._fresh:
+            self.close()
+            self._query = core.stage.query(self._filter)
+            self._generation = core.generation
+            self._query.wait()
+        if placement is None:
+            self._read = core.stage.read_attributes(self._query, tokens, LATEST)
+        else:
+            self._read = core.stage.read_attributes(self._query, tokens, LATEST, placement=placement)
         self._read.wait()
         core.pinned.add(self)
         try:
@@ -221,31 +298,31 @@ class OvstageSelection:
             self.release()
             raise
 
-    def _expose(self, types: list[str], pointers: list[list[int]], counts: list[int]) -> bool:
+    def _expose(self, types: list[str], pointers: list[list[int]], counts: list[list[int]]) -> bool:
         """Rebuild the interface if the pointers, counts or types changed; returns whether they did."""
-        signature = (self._staged, tuple(tuple(p) for p in pointers), tuple(counts), tuple(types))
+        signature = (self._staged, tuple(tuple(p) for p in pointers), tuple(tuple(c) for c in counts), tuple(types))
         if signature == self._signature:
             return False
         self._signature = signature
         attribs = {
-            name: {"type": COLUMN_TYPES[t][1], "access": self._access, "pointers": ptrs, "counts": counts}
-            for name, t, ptrs in zip(self.require, types, pointers, strict=True)
+            name: {"type": COLUMN_TYPES[t][1], "access": self._access, "pointers": ptrs, "counts": cs}
+            for name, t, ptrs, cs in zip(self.require, types, pointers, counts, strict=True)
         }
         self._iface = {"version": 1, "device": self._provider.device, "attribs": attribs}
         return True
 
-    def _split_groups(self) -> list[list[Any]]:
-        """Groups per required attribute, in read order; checks that the buckets line up across attributes."""
-        by_tok: dict[int, list[Any]] = {tok: [] for tok in self._tokens}
+    def _split_groups(self, names: Sequence[str], tokens: list[int]) -> list[list[Any]]:
+        """Groups per read attribute, in read order; checks that the buckets line up across attributes."""
+        by_tok: dict[int, list[Any]] = {tok: [] for tok in tokens}
         for g in self._groups:
             if g.attribute in by_tok:
                 by_tok[g.attribute].append(g)
-        by_attr = [by_tok[tok] for tok in self._tokens]
+        by_attr = [by_tok[tok] for tok in tokens]
         first = [g.prim_count for g in by_attr[0]]
-        for name, gs in zip(self.require[1:], by_attr[1:], strict=True):
+        for name, gs in zip(names[1:], by_attr[1:], strict=True):
             if [g.prim_count for g in gs] != first:
                 raise RuntimeError(
-                    f"ovstage returned read groups that do not line up across attributes: {self.require[0]!r} has "
+                    f"ovstage returned read groups that do not line up across attributes: {names[0]!r} has "
                     f"bucket sizes {first}, {name!r} has {[g.prim_count for g in gs]}; expected one aligned group "
                     f"per bucket"
                 )
@@ -258,6 +335,15 @@ class OvstageSelection:
         if col is None or col.shape[0] < max(n, 1) or col.dtype != dtype:
             col = self._staging[name] = wp.empty(max(n, 1), dtype=dtype, device=self._provider.device)
         return col
+
+    def _kept_type(self, name: str) -> str:
+        """The Fabric type of a staging column this access did not gather (it keeps its earlier values)."""
+        col = self._staging_column(name, COLUMN_TYPES[column_type(name)][0])
+        return next(t for t, (dtype, _) in COLUMN_TYPES.items() if dtype == col.dtype)
+
+    def _kept_pointer(self, name: str) -> list[int]:
+        """The pointer list of a staging column this access did not gather."""
+        return [self._staging[name].ptr] if self._count else []
 
     def _host_column(self, name: str, col: wp.array) -> wp.array:
         """Where rows are gathered on the host: ``col`` itself on the CPU, a pinned buffer for a CUDA column."""
@@ -285,8 +371,12 @@ class OvstageSelection:
         for g in groups:
             rows = g.prim_count
             src = group_array(g)
-            src = src[index_map(g)] if g.has_data_index_map else src[:rows]
-            host[start : start + rows] = src.reshape(host[start : start + rows].shape)
+            dst = host[start : start + rows]
+            dst = dst.reshape(rows, *src.shape[1:]) if src.ndim > 1 else dst.reshape(rows)
+            if g.has_data_index_map:
+                np.take(src, index_map(g), axis=0, out=dst)  # no temporary
+            else:
+                np.copyto(dst, src[:rows])
             start += rows
         if staging is not col:
             wp.copy(col, staging, count=n)
@@ -305,10 +395,13 @@ def _type_of(name: str, groups: list[Any]) -> str:
     return type_name
 
 
-def _compact(g: Any) -> bool:
-    """A group whose rows are its tensor's leading rows, densely packed on the host: usable in place."""
+def _compact(g: Any, device_type: int = 1, device_id: int | None = None) -> bool:
+    """A group whose rows are its tensor's leading rows, densely packed on the host (``device_type`` 1) or on CUDA
+    device ``device_id`` (``device_type`` 2): usable in place."""
     t = g.tensor(0)
-    if g.has_data_index_map or int(t.device.device_type.value) != 1:
+    if g.has_data_index_map or int(t.device.device_type.value) != device_type:
+        return False
+    if device_id is not None and int(t.device.device_id) != device_id:
         return False
     if not t.strides:
         return True
