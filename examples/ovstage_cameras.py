@@ -6,12 +6,17 @@ Run it as::
 
     python examples/ovstage_cameras.py                 # 64 envs, CPU
     python examples/ovstage_cameras.py --envs 8192 --usd out/scene.usda
+    python examples/ovstage_cameras.py --envs 8192 --device cuda:0 --hierarchy gpu-incremental --steps 100
 
 It writes a small scene with pxr (``/World/envs/env_i/Robot/Camera``, the camera 1.5 m above its robot) to a
 ``.usda`` file, opens that file in ovstage, builds one view of the robots and one of the cameras with
 ``fabric_provider="ovstage"``, moves some robots and reads their cameras back, and checks every pose against the
 positions and orientations it wrote (the cameras follow their robots: Fabric updates the children of a written prim),
-printing each check's tolerance and verdict; a failed check exits with status 1.
+printing each check's tolerance and verdict; a failed check exits with status 1. With ``--steps N`` it does that N
+times, as a kit-less GPU pipeline would on every reset: half the envs picked at random each step, their robots'
+new poses and the env ids handed over as Warp arrays on the view's device, the cameras read there, every step
+checked against float64 NumPy truth. ``--hierarchy`` creates the stage with that hierarchy computation model
+(``gpu-incremental``: Fabric re-derives the cameras' world matrices on the GPU, as Isaac Lab asks for).
 Needs ``frameview[ovstage]`` (ovstage's native runtime needs ``libGL.so.1``: Debian/Ubuntu package ``libgl1``).
 """
 
@@ -57,50 +62,87 @@ def write_scene(path: Path, num_envs: int, spacing: float = 2.0) -> None:
     stage.GetRootLayer().Export(str(path))
 
 
-def open_in_ovstage(path: Path) -> Any:
-    """An ``ovstage.Stage`` populated from the USD file (ovstage takes files or USDA text, never a pxr stage)."""
+HIERARCHY_MODELS = {
+    "cpu-incremental": "CPU_INCREMENTAL",
+    "gpu-incremental": "GPU_INCREMENTAL",
+    "gpu-global": "GPU_GLOBAL",
+}
+
+
+def open_in_ovstage(path: Path, hierarchy: str | None = None) -> Any:
+    """An ``ovstage.Stage`` populated from the USD file (ovstage takes files or USDA text, never a pxr stage), made with
+    the ``hierarchy`` computation model (process-wide in ovstage; ``None``: ovstage's default, the CPU model)."""
     import ovstage  # frameview[ovstage]
     from ovstage import population
 
-    stage = ovstage.Stage(path.stem)
+    config = None
+    if hierarchy is not None:
+        model = getattr(ovstage.HierarchyComputationModel, HIERARCHY_MODELS[hierarchy])
+        config = ovstage.StageConfig(runtime_default_hierarchy_computation_model=model)
+    stage = ovstage.Stage(path.stem, config)
     population.open_usd(stage, str(path), ordinal=1)
     return stage
 
 
-def run(num_envs: int, usd_path: Path, device: str = "cpu", seed: int = 0) -> dict[str, Any]:
-    """Write the scene, open it in ovstage, move half the robots, read their cameras; return poses and timings."""
+def run(
+    num_envs: int, usd_path: Path, device: str = "cpu", seed: int = 0, steps: int = 1, hierarchy: str | None = None
+) -> dict[str, Any]:
+    """Write the scene, open it in ovstage, then ``steps`` times move half the robots (picked at random) and read their
+    cameras; return the largest errors against float64 truth, and timings."""
+    import warp as wp
+
     write_scene(usd_path, num_envs)
-    stage = open_in_ovstage(usd_path)
+    stage = open_in_ovstage(usd_path, hierarchy)
     cfg = fv.FrameViewCfg(
         prim_path="/World/envs/env_.*/Robot/Camera", backend="fabric", fabric_provider="ovstage", device=device
     )
     rng = np.random.default_rng(seed)
+    pos_err, rot_err, write_ms, read_ms = 0.0, 0.0, [], []
     with (
         fv.make_frame_view(cfg, stage) as cameras,
         fv.make_frame_view({**cfg.to_dict(), "prim_path": "/World/envs/env_.*/Robot"}, stage) as robots,
     ):
-        env_ids = np.sort(rng.choice(num_envs, size=max(1, num_envs // 2), replace=False)).astype(np.int32)
-        positions = rng.uniform(-50.0, 50.0, size=(env_ids.size, 3)).astype(np.float32)
-        yaw = rng.uniform(0.0, 2.0 * np.pi, size=env_ids.size)
-        zero = np.zeros_like(yaw)
-        orientations = np.stack([zero, zero, np.sin(0.5 * yaw), np.cos(0.5 * yaw)], axis=1).astype(np.float32)  # xyzw
-        start = time.perf_counter()
-        robots.set_world_poses(positions, orientations, indices=env_ids)
-        mid = time.perf_counter()
-        pos, quat = cameras.get_world_poses(indices=env_ids)  # the view's buffers: copied below
-        end = time.perf_counter()
-        cam_pos, cam_quat = pos.numpy().copy(), quat.numpy().copy()
+        for _ in range(steps):
+            env_ids = np.sort(rng.choice(num_envs, size=max(1, num_envs // 2), replace=False)).astype(np.int32)
+            positions = rng.uniform(-50.0, 50.0, size=(env_ids.size, 3))
+            orientations = rng.normal(size=(env_ids.size, 4))  # xyzw, any rotation
+            orientations /= np.linalg.norm(orientations, axis=1, keepdims=True)
+            ids = wp.array(env_ids, dtype=wp.int32, device=device)  # what a GPU pipeline hands over
+            p = wp.array(positions, dtype=wp.vec3f, device=device)
+            q = wp.array(orientations, dtype=wp.quatf, device=device)
+            wp.synchronize_device(device)
+            start = time.perf_counter()
+            robots.set_world_poses(p, q, indices=ids)
+            wp.synchronize_device(device)
+            mid = time.perf_counter()
+            pos, quat = cameras.get_world_poses(indices=ids)
+            wp.synchronize_device(device)
+            end = time.perf_counter()
+            write_ms.append((mid - start) * 1e3)
+            read_ms.append((end - mid) * 1e3)
+            # the truth, float64: the camera sits 1.5 m along its robot's +Z axis and shares its orientation
+            written_q = q.numpy().astype(np.float64)
+            expected = p.numpy().astype(np.float64) + CAMERA_HEIGHT * z_axes(written_q)
+            pos_err = max(pos_err, float(np.linalg.norm(pos.numpy() - expected, axis=1).max()))
+            rot_err = max(rot_err, float(rotation_angles(quat.numpy(), written_q).max()))
         backend = cameras.backend
-    # the camera sits 1.5 m above its robot along the robot's +Z, which a yaw leaves vertical
-    expected = positions + np.array([0.0, 0.0, CAMERA_HEIGHT], np.float32)
+        model = getattr(cameras.fabric_stage, "hierarchy_model", "unknown")
     return {
         "backend": backend,
+        "hierarchy_model": model,
         "num_envs": num_envs,
-        "written": int(env_ids.size),
-        "max_position_error": float(np.linalg.norm(cam_pos - expected, axis=1).max()),
-        "max_orientation_error": float(rotation_angles(cam_quat, orientations).max()),
-        "timings_ms": {"robot_write": (mid - start) * 1e3, "camera_read": (end - mid) * 1e3},
+        "written": max(1, num_envs // 2),
+        "steps": steps,
+        "max_position_error": pos_err,
+        "max_orientation_error": rot_err,
+        "timings_ms": {"robot_write": float(np.median(write_ms)), "camera_read": float(np.median(read_ms))},
     }
+
+
+def z_axes(xyzw: np.ndarray) -> np.ndarray:
+    """The +Z axis of each rotation, in world coordinates (float64)."""
+    x, y, z, w = xyzw.T
+    return np.stack([2.0 * (x * z + w * y), 2.0 * (y * z - w * x), 1.0 - 2.0 * (x * x + y * y)], axis=1)
 
 
 def rotation_angles(got_xyzw: np.ndarray, want_xyzw: np.ndarray) -> np.ndarray:
@@ -129,18 +171,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--usd", default="out/ovstage_scene.usda", help="where the scene is written (default: %(default)s, git-ignored)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the robots' new poses (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=1, help="resets, each checked (default: %(default)s)")
+    parser.add_argument(
+        "--hierarchy", choices=sorted(HIERARCHY_MODELS), default=None, help="the stage's hierarchy computation model"
+    )
     parser.add_argument("--quiet", action="store_true", help="print nothing but a failed check")
     parser.add_argument("--verbose", action="store_true", help="leave Warp's start-up and kernel-load messages on")
     args = parser.parse_args(argv)
     fv.FrameViewCfg(prim_path="/World", device=args.device).validate()  # a bad device fails before any work
-    result = run(args.envs, Path(args.usd), args.device, args.seed)
+    if args.steps < 1:
+        raise ValueError(f"--steps: expected >= 1, got {args.steps}")
+    result = run(args.envs, Path(args.usd), args.device, args.seed, args.steps, args.hierarchy)
     if not args.quiet:
         t = result["timings_ms"]
+        calls = "one call each, first calls included" if args.steps == 1 else f"medians of {args.steps} steps"
         print(
-            f"{result['backend']}: {result['num_envs']} envs from {args.usd}; {result['written']} robots written, "
-            f"their cameras read back\n"
-            f"  robot write {t['robot_write']:.3f} ms, camera read {t['camera_read']:.3f} ms (one call each, "
-            "first calls included)"
+            f"{result['backend']} on {args.device} ({result['hierarchy_model']} hierarchy): {result['num_envs']} envs "
+            f"from {args.usd}; {result['written']} robots written per step, their cameras read back\n"
+            f"  robot write {t['robot_write']:.3f} ms, camera read {t['camera_read']:.3f} ms ({calls})"
         )
     what = f"{result['written']} cameras vs their robots' written poses"
     result["check_passed"] = all(  # both verdicts printed

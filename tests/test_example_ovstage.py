@@ -39,5 +39,22 @@ def test_cli_is_quiet(tmp_path: Path) -> None:
         timeout=300,
         check=True,
     )
-    assert "fabric:ovstage: 8 envs" in out.stdout
+    assert "fabric:ovstage on cpu (cpu-incremental hierarchy): 8 envs" in out.stdout
     assert "Warp " not in out.stdout + out.stderr.replace("Warp compiles", "")
+
+
+@requires_ovstage
+def test_pipeline_on_a_gpu_hierarchy(tmp_path: Path, device: str) -> None:
+    """The kit-less pipeline (``--steps``): 20 resets of half of 512 envs with device inputs, on a stage whose
+    hierarchy model is the GPU one, every step's cameras checked against float64 truth by the example (exit status
+    1 on a failed check). In its own process: ovstage's hierarchy model is process-wide."""
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--envs", "512", "--steps", "20", "--device", device, "--hierarchy",
+         "gpu-incremental", "--usd", str(tmp_path / "s.usda")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "gpu-incremental hierarchy" in out.stdout
+    assert out.stdout.count(": passed") == 2, out.stdout
