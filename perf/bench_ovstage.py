@@ -23,16 +23,16 @@ cameras (``/World/envs/env_.*/Robot/Camera``) is measured on both providers:
   ``reset_write`` (``set_world_poses`` of the robots; the cameras follow), ``reset_read`` (``get_world_poses`` of
   those envs' cameras) and ``reset`` (both). The robots move by a fixed world offset and back: after each write the
   cameras must have moved by exactly that offset (checked, float64), and after the last one they equal the scene's
-  truth. On a CUDA device also ``reset_write_host``: the write handed to ovstage from the host
-  (``OvstageFabricStage.write_placement = "host"``) instead of placed on the GPU.
+  truth. On a CUDA device also ``reset_write_device``: the write handed to ovstage as the CUDA column placed on the
+  GPU (``OvstageFabricStage.write_placement = "device"``) instead of from the host (the default).
   And ``*_device_reads``: the same reads with ``read_placement = "device"`` (ovstage places the columns on the GPU).
 - ovstage's own floor on the same scene, raw ovstage calls (frameview only tagged the prims): ``raw_read_floor``
   (the cameras' tag and world columns read through a kept ``HAS`` query, groups fetched and released: what a read
   cannot avoid; on a CUDA device also ``raw_read_floor_device``, the same read placed on the GPU),
   ``raw_read_floor_new_query`` (the same with a new query each time), ``raw_write_floor`` (the local
-  matrices of the 256 robots written as one masked ``semantic=MATRIX`` write, from a CUDA array placed on the GPU on
-  a CUDA device, from the host on the CPU, then sealed; ovstage updates the hierarchy), and on a CUDA device
-  ``raw_write_floor_host`` (the same from the host, no placement).
+  matrices of the 256 robots written as one masked ``semantic=MATRIX`` write from the host, then sealed; ovstage
+  updates the hierarchy), and on a CUDA device ``raw_write_floor_device`` (the same from a CUDA array placed on the
+  GPU).
 
 ``--hierarchy`` creates the ovstage stages with that hierarchy computation model (``ovstage.StageConfig``; the model
 is process-wide, so one model per run).
@@ -162,6 +162,8 @@ def measure(
         "provider": provider,
         "device": device,
     }
+    if provider == "ovstage":
+        key["hierarchy_model"] = fabric.hierarchy_model
     rows = [row(key, "build_stage", {"median_s": build_s, "min_s": build_s, "max_s": build_s, "reps": 1})]
     cameras = resolve_prim_paths(PATTERN, fabric)
     assert len(cameras) == arrays.envs, (len(cameras), arrays.envs)
@@ -292,11 +294,11 @@ def reset_rows(
         out.append(row(key, "reset_write", timer(write)))
         out.append(row(key, "reset", timer(reset)))
         if provider == "ovstage" and not wp.get_device(device).is_cpu:
-            fabric.write_placement = "host"
+            fabric.write_placement = "device"
             try:
-                out.append(row(key, "reset_write_host", timer(write)))
+                out.append(row(key, "reset_write_device", timer(write)))
             finally:
-                fabric.write_placement = "device"
+                fabric.write_placement = "host"
             fabric.read_placement = "device"  # reads placed on the GPU, in place where ovstage allows
             try:
                 out.append(row(key, "get_world_poses_device_reads", timer(cameras.get_world_poses)))
@@ -382,8 +384,7 @@ def floor_rows(key: dict, ovs: Any, fabric: Any, arrays: SceneArrays, device: st
             written[np.flatnonzero(np.isin(order, picked))] = True
             words = np.packbits(written, bitorder="little").view(np.uint64).tolist()
             cuda = not wp.get_device(device).is_cpu
-            variants = [("raw_write_floor", cuda), ("raw_write_floor_host", False)] if cuda else [("raw_write_floor",
-                                                                                                   False)]  # fmt: skip
+            variants = [("raw_write_floor", False)] + ([("raw_write_floor_device", True)] if cuda else [])
             for metric, placed in variants:
                 source: Any = mats
                 extra: dict[str, Any] = {}
@@ -423,7 +424,7 @@ def table(rows: list[dict]) -> str:
     scenes = sorted({(r["envs"], r["stage_prims"]) for r in rows})
     metrics = list(dict.fromkeys(r["metric"] for r in rows))
     floors = {"get_world_poses": "raw_read_floor", "reset_read": "raw_read_floor", "reset_write": "raw_write_floor",
-              "reset_write_host": "raw_write_floor_host", "get_world_poses_device_reads": "raw_read_floor_device",
+              "reset_write_device": "raw_write_floor_device", "get_world_poses_device_reads": "raw_read_floor_device",
               "reset_read_device_reads": "raw_read_floor_device"}  # fmt: skip
     out = ["| envs | stage prims | metric | memory | ovstage | ovstage / memory | ovstage / raw floor |",
            "|---:|---:|---|---:|---:|---:|---:|"]  # fmt: skip

@@ -241,3 +241,21 @@ def test_hierarchy_model_is_reported(scene) -> None:
         assert view.fabric_stage.hierarchy_model in ("cpu-incremental", "gpu-incremental", "gpu-global")
         if ovs.config.runtime_default_hierarchy_computation_model is None:
             assert view.fabric_stage.hierarchy_model == "cpu-incremental"
+
+
+def test_write_after_a_foreign_writer_sealed_a_later_ordinal(scene, device: str) -> None:
+    """The provider writes without asking ovstage for the write floors; when someone else sealed a later ordinal,
+    ovstage rejects the write's ordinal and the write is made again above the floors: it lands, and reads back."""
+    stage, ovs = scene
+    model = PoseModel(stage, ROBOT_PATHS + CAMERA_PATHS)
+    with open_view(ROBOTS, ovs, device) as robots, open_view(CAMERAS, ovs, device) as cameras:
+        robots.set_world_poses(positions=np.zeros((N, 3), np.float32))
+        model.set_world(ROBOT_PATHS, np.zeros((N, 3)), None)
+        foreign = robots.fabric_stage.ordinal + 50
+        write_local_matrices(ovs, ROBOT_PATHS[:1], model.locals(ROBOT_PATHS[:1]), foreign)  # same values, sealed
+        p = np.asarray(np.random.default_rng(3).uniform(-2, 2, (N, 3)), np.float32)
+        robots.set_world_poses(positions=p)
+        model.set_world(ROBOT_PATHS, p.astype(np.float64), None)
+        assert robots.fabric_stage.ordinal > foreign
+        assert_world(cameras, model.worlds(CAMERA_PATHS))
+        np.testing.assert_allclose(read_matrices(ovs, CAMERA_PATHS), model.worlds(CAMERA_PATHS), atol=1e-5)

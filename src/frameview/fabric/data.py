@@ -150,14 +150,20 @@ class FabricData:
             return [epoch.word, epoch.value]
         return [epoch.word, UNGUARDED]
 
-    def refresh(self, parents: bool, write: bool = False, read: tuple[str, ...] | None = None) -> None:
+    def refresh(
+        self,
+        parents: bool,
+        write: bool = False,
+        read: tuple[str, ...] | None = None,
+        parent_read: tuple[str, ...] | None = None,
+    ) -> None:
         """Bring the selections up to date, check their counts, rebuild fabric arrays only if buckets changed.
 
         ``write``: this access writes through the prims' columns (providers with read-only zero-copy columns then
         expose writable staging columns, see ``FabricSelection.prepare_for_write``).
         ``read``: the only columns of the prims this access reads (providers that gather columns, as ovstage does on
         a CUDA device, then gather just those: ``prepare_for_read``); the launches of the access must not read the
-        others.
+        others. ``parent_read``: the same for the parents' selection.
         """
         fabric = self.fabric
         if not fabric.is_alive():
@@ -166,7 +172,7 @@ class FabricData:
         self.refresh_one(self.sel, self.count, "prims", (self.tag, WORLD_MATRIX, LOCAL_MATRIX), write, read)
         if parents and self.parent_paths:
             attrs = (self.parent_tag, WORLD_MATRIX, LOCAL_MATRIX)
-            self.refresh_one(self.parent_sel, len(self.parent_paths), "parents", attrs)
+            self.refresh_one(self.parent_sel, len(self.parent_paths), "parents", attrs, read=parent_read)
         if self.epoch.dirty:  # the layout changed during a capture: what it captures would compare a stale word
             self._outside_capture("its records of the stage's layout")
             self.epoch.flush()

@@ -99,7 +99,9 @@ class FabricWriter:
         data = self._data
         with data.fabric.lock:
             try:
-                data.refresh(parents=True, write=True)
+                # the flat path's kernels read the parents' tag and world columns only
+                parent_read = None if self.nested else (data.parent_tag, WORLD_MATRIX)
+                data.refresh(parents=True, write=True, parent_read=parent_read)
                 plan = self.follow
                 if plan is not None:
                     if getattr(plan, "stale", False):

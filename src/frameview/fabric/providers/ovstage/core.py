@@ -121,9 +121,14 @@ class StageCore:
         for sel in list(self.pinned):
             sel.release_groups()
 
-    def next_ordinal(self, tokens: Sequence[int]) -> int:
-        """A fresh ordinal above this provider's last one and above the write floors of ``tokens``."""
+    def next_ordinal(self, tokens: Sequence[int], ask: bool = True) -> int:
+        """A fresh ordinal above this provider's last one and (``ask``) above the write floors of ``tokens``, as
+        ovstage reports them. ``ask=False`` skips the floor queries: for a write that retries with ``ask=True`` when
+        ovstage rejects its ordinal (someone else sealed a later one: :func:`floor_violation`)."""
         self.forget_listing()  # a write may create or remove prims: drop the has_prim batch
+        if not ask:
+            self.ordinal += 1
+            return self.ordinal
         floor = self.ordinal
         for tok in tokens:
             query = self.stage.get_attribute_write_floor(tok)
@@ -133,6 +138,20 @@ class StageCore:
                 query.release().wait()
         self.ordinal = floor + 1
         return self.ordinal
+
+    def write(self, tokens: Sequence[int], submit: Any) -> int:
+        """Run ``submit(ordinal)`` (one ovstage write, waited for) at the next ordinal of ``tokens`` without asking
+        ovstage for their write floors; if ovstage rejects that ordinal as below a floor (a foreign writer sealed a
+        later one), once more at an ordinal above the floors it reports. Returns the ordinal written."""
+        ordinal = self.next_ordinal(tokens, ask=False)
+        try:
+            submit(ordinal)
+        except ovstage.OvstageError as exc:
+            if not floor_violation(exc):
+                raise
+            ordinal = self.next_ordinal(tokens)
+            submit(ordinal)
+        return ordinal
 
     def seal(self, ordinal: int, tokens: Sequence[int]) -> None:
         self.stage.advance_write_floor(ordinal, Scope.INCLUDE, list(tokens)).wait()
@@ -182,6 +201,14 @@ class StageCore:
             carried[pos] = True
             missing |= ~carried
         return missing
+
+
+def floor_violation(exc: Exception) -> bool:
+    """Whether an ovstage error rejected a write's ordinal (at or below a write floor, or below retained history)."""
+    codes = getattr(ovstage, "ErrorCode", None)  # ovstage 0.3; 0.2.1 names it in the message only
+    if codes is not None and getattr(exc, "code", None) == int(codes.WRITE_FLOOR_VIOLATION):
+        return True
+    return "floor" in str(exc).lower()
 
 
 class OvstageVisibilityTree:

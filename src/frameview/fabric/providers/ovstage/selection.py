@@ -24,6 +24,10 @@ __all__ = ["OvstageSelection"]
 
 _DL_CUDA = 2  # DLPack's kDLCUDA
 
+PAGEABLE_UPLOADS = True
+"""CUDA gathers of buckets without a data index map: one host -> device copy per bucket straight from Fabric's host
+storage (True), or a NumPy copy into pinned memory and one upload (False; always so for index-mapped buckets)."""
+
 # (DLPack type code, bits, trailing shape with the lanes last) of a read group -> Fabric type name (a key of
 # COLUMN_TYPES); ovstage 0.3 reports a matrix as (4, 4) float64, ovstage 0.2 as one element of 16 float64 lanes
 _KIND_TYPES: dict[tuple[int, int, tuple[int, ...]], str] = {
@@ -364,6 +368,15 @@ class OvstageSelection:
         col = self._staging_column(name, COLUMN_TYPES[type_name][0])
         n = self._count
         if n == 0:
+            return type_name
+        if col.device.is_cuda and PAGEABLE_UPLOADS and all(_compact(g) for g in groups):
+            start = 0  # each bucket copied from Fabric's host storage straight into the device column
+            for g in groups:
+                rows = g.prim_count
+                if rows:
+                    src = wp.array(ptr=_data_ptr(g), dtype=col.dtype, shape=(rows,), device="cpu")
+                    wp.copy(col, src, dest_offset=start, count=rows)
+                start += rows
             return type_name
         staging = self._host_column(name, col)
         host = to_numpy(staging)
