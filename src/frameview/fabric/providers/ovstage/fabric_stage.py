@@ -265,6 +265,7 @@ class OvstageFabricStage:
                 )
             ordinal = core.next_ordinal([tok])
             core.generation += 1
+            core.written = False  # the next matrix write changes the storage again (see StageCore.written)
             with core.stage.query_from_path_list(plist) as query:
                 core.stage.write_attribute(query, tok, ordinal, values, is_array=False).wait()
             core.seal(ordinal, [tok])
@@ -281,6 +282,7 @@ class OvstageFabricStage:
             tok = core.token(name)
             ordinal = core.next_ordinal([tok])
             core.generation += 1
+            core.written = False  # the next matrix write changes the storage again (see StageCore.written)
             with core.stage.query_from_path_list(self._path_list(paths)) as query:
                 core.stage.delete_attributes(query, [tok], ordinal).wait()
             core.seal(ordinal, [tok])
