@@ -259,3 +259,24 @@ def test_write_after_a_foreign_writer_sealed_a_later_ordinal(scene, device: str)
         assert robots.fabric_stage.ordinal > foreign
         assert_world(cameras, model.worlds(CAMERA_PATHS))
         np.testing.assert_allclose(read_matrices(ovs, CAMERA_PATHS), model.worlds(CAMERA_PATHS), atol=1e-5)
+
+
+def test_an_ovstage_without_placements(scene, monkeypatch: pytest.MonkeyPatch, device: str) -> None:
+    """What ovstage 0.2.1 lacks (``ovstage.Placement``, ``Stage.config``): the host paths still read and write right,
+    asking for device placements raises ``ValueError`` naming the version, the model is reported as unknown."""
+    import frameview.fabric.providers.ovstage.fabric_stage as provider_module
+
+    stage, ovs = scene
+    monkeypatch.setattr(provider_module, "Placement", None)
+    model = PoseModel(stage, ROBOT_PATHS + CAMERA_PATHS)
+    with open_view(ROBOTS, ovs, device) as robots, open_view(CAMERAS, ovs, device) as cameras:
+        provider = robots.fabric_stage
+        for what in ("write_placement", "read_placement"):
+            with pytest.raises(ValueError, match="'device' needs a CUDA provider and ovstage >= 0.3"):
+                setattr(provider, what, "device")
+        p = np.asarray(np.random.default_rng(4).uniform(-2, 2, (N // 2, 3)), np.float32)
+        robots.set_world_poses(positions=p, indices=np.arange(0, N, 2, dtype=np.int32))
+        model.set_world(ROBOT_PATHS[0::2], p.astype(np.float64), None)
+        assert_world(cameras, model.worlds(CAMERA_PATHS))
+    monkeypatch.setattr(type(ovs), "config", property(lambda self: (_ for _ in ()).throw(AttributeError("config"))))
+    assert provider_module.hierarchy_model_name(ovs) == "unknown"

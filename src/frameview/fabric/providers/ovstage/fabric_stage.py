@@ -6,10 +6,11 @@ How the protocol maps onto ovstage 0.3 (and 0.2.1, whose matrices come as rows o
 - **Tags** are one batched ``write_attribute`` of a ``uint32`` column over a path-list query, sealed at once.
   Paths are validated first (``get_hierarchy`` status): ovstage's default ``UPSERT`` would create a ghost prim at
   an unknown path. Removal is one ``delete_attributes`` over a path-list query, sealed.
-- **Selections** issue a ``HAS`` query over every required attribute on each access and read the columns at the
-  latest ordinal. ovstage returns one read group per (attribute, bucket); the groups of one bucket are row-aligned
-  (row ``i`` is the same prim in the tag, world and local groups), so slot ``k`` is the ``k``-th row when the
-  buckets are concatenated in read order -- exactly Warp's Fabric array interface, one pointer per bucket.
+- **Selections** keep one ``HAS`` query over every required attribute across accesses (issued again after frameview
+  tags or untags prims, after the first matrix write that follows, and when the buckets or the count change) and read
+  the columns at the latest ordinal. ovstage returns one read group per (attribute, bucket); the groups of one bucket
+  are row-aligned (row ``i`` is the same prim in the tag, world and local groups), so slot ``k`` is the ``k``-th row
+  when the buckets are concatenated in read order -- exactly Warp's Fabric array interface, one pointer per bucket.
 - **Reads are zero-copy** on the CPU: the interface points into Fabric storage and the groups stay pinned until
   :meth:`OvstageSelection.release`. Pointers are re-read on every access and never cached across accesses.
 - **Writes go through staging columns.** Writing into read pointers sticks but is not change-tracked, so
@@ -20,13 +21,21 @@ How the protocol maps onto ovstage 0.3 (and 0.2.1, whose matrices come as rows o
   (``write_attribute(..., semantic=MATRIX)`` with a row mask) and seals; ovstage's automatic hierarchy update then
   re-derives the world matrices of the written prims and their descendants (``compute_hierarchy`` is O(stage): it
   runs only on stages configured without automatic updates, detected on the first write).
-- **Ordinals**: the provider owns a monotonic counter per stage; each write uses one ordinal above the write floors
-  of the attributes it touches, and seals them at that ordinal (``Scope.INCLUDE``) so reads never see an unsealed
-  change.
+- **Ordinals**: the provider owns a monotonic counter per stage; a tag write uses one ordinal above the write floors
+  of the attributes it touches, a matrix write the next ordinal of the counter (when ovstage rejects it because
+  someone else sealed a later one, it is made again above the floors ovstage reports); each write seals its
+  attributes at its ordinal (``Scope.INCLUDE``) so reads never see an unsealed change.
 - **Threads**: one ``threading.RLock`` per ``ovstage.Stage`` serialises every read -> release and
   write -> compute -> seal sequence (ovstage's calls are thread-safe, the sequences are not).
-- **CUDA devices**: columns are read on the host and copied into staging buffers on the device; write-backs copy
-  the staged local matrices back to the host. (ovstage's device placement is experimental; it is not used.)
+- **CUDA devices**: a read reads only the columns its launches use (``prepare_for_read``) on the host and copies
+  each bucket straight from Fabric's host storage into a staging column on the device (index-mapped buckets through
+  pinned memory); a write gathers the prims' columns and the parents' tag and world columns that way, and hands the
+  written local matrices back from the host (``write_placement="host"``, the default) or as the CUDA column placed on
+  the GPU (``"device"``, ovstage >= 0.3). Reads placed on the GPU (``read_placement="device"``) are exposed in place
+  when ovstage hands back compact device columns. Which is cheaper was measured, not assumed: docs/ovstage.md.
+- **Hierarchy model**: ovstage re-derives world matrices after a write with the process-wide model of its
+  ``StageConfig`` (:attr:`OvstageFabricStage.hierarchy_model`); the CPU model (ovstage's default) makes CUDA writes
+  several times slower than a GPU model.
 """
 
 from __future__ import annotations
