@@ -10,7 +10,8 @@ Isaac Lab user must.
 
 The scene is ``perf/bench_newton.py``'s (``envs`` free bodies stepped by XPBD, a camera on each at a fixed offset).
 frameview's side is ``fv.NewtonFrameView`` over the same cameras, through its public API, with the inputs users pass.
-Before timing, both return the same poses (positions within 1e-5 m, quaternions up to sign) for all rows and for an
+Before timing, both return the same poses (positions within 1e-5 m plus two float32 ulps of the largest
+coordinate, quaternions up to sign) for all rows and for an
 indexed read, and again after both wrote the same targets. Each row is the median of ``--reps`` calls, alternating
 the two call by call, each followed by ``wp.synchronize_device``.
 
@@ -138,7 +139,7 @@ def same(a: tuple, b: tuple, what: str) -> float:
     pb, qb = (np.asarray(x.numpy(), np.float64) for x in b)
     err = float(np.abs(pa - pb).max())
     q_err = float((1.0 - np.abs(np.sum(qa * qb, axis=1))).max())
-    if err > 1e-5 or q_err > 1e-6:
+    if err > 1e-5 + 2.5e-7 * float(np.abs(pa).max()) or q_err > 1e-6:  # float32: two ulps of the coordinates
         raise AssertionError(f"{what}: frameview and the baseline differ (positions {err:.2e} m, quats {q_err:.2e})")
     return err
 

@@ -272,7 +272,7 @@ def test_an_ovstage_without_placements(scene, monkeypatch: pytest.MonkeyPatch, d
     with open_view(ROBOTS, ovs, device) as robots, open_view(CAMERAS, ovs, device) as cameras:
         provider = robots.fabric_stage
         for what in ("write_placement", "read_placement"):
-            with pytest.raises(ValueError, match="'device' needs a CUDA provider and ovstage >= 0.3"):
+            with pytest.raises(ValueError, match=r"'device' needs a CUDA provider and ovstage >= 0\.3"):
                 setattr(provider, what, "device")
         p = np.asarray(np.random.default_rng(4).uniform(-2, 2, (N // 2, 3)), np.float32)
         robots.set_world_poses(positions=p, indices=np.arange(0, N, 2, dtype=np.int32))
