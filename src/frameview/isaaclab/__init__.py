@@ -44,6 +44,7 @@ The typed physics views in Isaac Lab's terms (its manager, names, quaternion sig
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -102,8 +103,14 @@ def install(backends: Mapping[str, str] | None = None) -> None:
         if set(_saved) == set(classes) and all(factory._registry.get(k) is c for k, c in classes.items()):
             return  # installed already, the same way
         raise ValueError("frameview.isaaclab is installed with other backends; call uninstall() first")
+    for backend in dict.fromkeys(wanted.values()):  # now, as Isaac Lab imports its own view classes: not in a build
+        importlib.import_module(_BACKEND_MODULES[backend])
     _saved = {key: factory._registry.get(key, _ABSENT) for key in classes}
     factory._registry.update(classes)
+
+
+_BACKEND_MODULES = {"fabric": "frameview.fabric.view", "usd": "frameview.usd.view", "newton": "frameview.newton.view"}
+"""The module of each frameview backend's view class: :func:`install` imports those it maps to."""
 
 
 def uninstall() -> None:

@@ -77,13 +77,15 @@ def rigid_part(m: np.ndarray) -> np.ndarray:
     ``m = S @ rigid_part(m)`` with ``S`` the scale (and shear, if any) part.
     """
     upper = np.asarray(m, dtype=np.float64)[:3, :3].copy()
+    out = np.eye(4)
+    out[3, :3] = np.asarray(m, dtype=np.float64)[3, :3]
+    if np.abs(upper @ upper.T - np.eye(3)).max() < 1e-12 and np.linalg.det(upper) > 0.0:  # already a rotation
+        out[:3, :3] = upper
+        return out
     if np.linalg.det(upper) < 0.0:
         upper[0] = -upper[0]
     u, _s, vt = np.linalg.svd(upper)
-    rot = u @ vt  # the closest rotation (polar factor): the rows' directions when there is no shear
-    out = np.eye(4)
-    out[:3, :3] = rot
-    out[3, :3] = np.asarray(m, dtype=np.float64)[3, :3]
+    out[:3, :3] = u @ vt  # the closest rotation (polar factor): the rows' directions when there is no shear
     return out
 
 
@@ -335,7 +337,10 @@ class FrameStore:
             if scale is None or on_stage:
                 world = np.array(cache.GetLocalToWorldTransform(prim), dtype=np.float64)
                 rigid = rigid_part(world)
-                scale = self._scale_of_prim[path] = world @ np.linalg.inv(rigid)
+                inverse = np.eye(4)  # of a rigid transform: the rotation's transpose, the translation rotated back
+                inverse[:3, :3] = rigid[:3, :3].T
+                inverse[3, :3] = -rigid[3, :3] @ rigid[:3, :3].T
+                scale = self._scale_of_prim[path] = world @ inverse
                 if on_stage:
                     self._body_rigid[body] = rigid  # kept for the pose check (a clone's USD pose is its source's)
             self._body_scale[body] = scale
