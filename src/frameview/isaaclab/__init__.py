@@ -48,6 +48,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from ..config import available_backends
 from .adapter import INSTALL_HINT, LEGACY_SCALES, IsaacLabFrameView, import_isaaclab
 from .physics import ENV_REGEX_NS, ArticulationView, JointStateReader, RigidBodyView
 
@@ -105,6 +106,7 @@ def install(backends: Mapping[str, str] | None = None) -> None:
         raise ValueError("frameview.isaaclab is installed with other backends; call uninstall() first")
     for backend in dict.fromkeys(wanted.values()):  # now, as Isaac Lab imports its own view classes: not in a build
         importlib.import_module(_BACKEND_MODULES[backend])
+    available_backends()  # the backend entry points too (one scan of the installed distributions per process)
     _saved = {key: factory._registry.get(key, _ABSENT) for key in classes}
     factory._registry.update(classes)
 
