@@ -465,8 +465,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="hierarchy computation model of the ovstage stages (default: ovstage's, the CPU model)",
     )
-    p.add_argument("--requery-after-writes", action="store_true",
-                   help="ovstage: issue the queries again after every write (StageCore.requery_after_writes)")
     p.add_argument("--providers", nargs="+", default=["memory", "ovstage"], choices=["memory", "ovstage"])
     p.add_argument("--out", type=Path, default=None, help="JSON path (default perf/out/ovstage_<device>.json)")
     p.add_argument(
@@ -517,8 +515,6 @@ def main(argv: list[str] | None = None) -> int:
 
                     stage, facts = build_ovstage(arrays, args.hierarchy)
                     fabric = attach(stage, args.device)
-                    fabric.core.requery_after_writes = args.requery_after_writes
-                    machine["requery_after_writes"] = args.requery_after_writes
                     machine["hierarchy_model"] = fabric.hierarchy_model
                     machine["write_placement"] = fabric.write_placement
                 stages.append(

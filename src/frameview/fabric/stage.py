@@ -199,6 +199,7 @@ class FabricStage(Protocol):
         """After a writer set consistent local and world matrices at ``slots`` of ``selection``, bring the
         world matrices of their descendants up to date.
 
-        Providers that stage writes (``prepare_for_write``) commit the staged matrices to Fabric here.
+        Providers that stage writes (``prepare_for_write``) commit the staged matrices to Fabric here. The write path
+        hands ``slots`` over as a host (CPU) int32 array: the providers that need this call work on the host.
         """
         ...

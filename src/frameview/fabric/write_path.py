@@ -128,7 +128,7 @@ class FabricWriter:
                     slots = to_numpy(written)
                     slots = slots[slots >= 0]
                     if slots.size:
-                        data.fabric.propagate_world(data.sel, wp.array(slots, dtype=wp.int32, device=self._device))
+                        data.fabric.propagate_world(data.sel, wp.array(slots, dtype=wp.int32, device="cpu"))
             finally:
                 data.release()
 

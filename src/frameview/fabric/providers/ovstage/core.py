@@ -59,9 +59,6 @@ class StageCore:
         # write bumps the generation (measured on ovstage 0.3: a query issued before it reads 3x (CPU) to 25x (GPU
         # hierarchy model) slower after it, and stays so; queries issued after it stay fast through later writes)
         self.written = False
-        # whether every write bumps the generation: a query issued before a write reads slower after it (ovstage
-        # 0.3, CPU model: 3x, only for the stage's first write)
-        self.requery_after_writes = False
         self.pinned: set[PinnedReads] = set()
         self._tokens: dict[str, int] = {}
         self.explicit_hierarchy = False  # True: compute_hierarchy after each write (no automatic world updates)

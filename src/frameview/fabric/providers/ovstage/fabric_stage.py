@@ -362,7 +362,7 @@ class OvstageFabricStage:
             if core.explicit_hierarchy:
                 core.stage.compute_hierarchy(ordinal, ordinal)
             core.seal(ordinal, [lm, wm])
-            if core.requery_after_writes or not core.written:  # see StageCore.requery_after_writes
+            if not core.written:  # see StageCore.written
                 core.generation += 1
             core.written = True
             if core.auto_update_checked or WORLD_MATRIX not in selection.require:

@@ -24,9 +24,6 @@ __all__ = ["OvstageSelection"]
 
 _DL_CUDA = 2  # DLPack's kDLCUDA
 
-PAGEABLE_UPLOADS = True
-"""CUDA gathers of buckets without a data index map: one host -> device copy per bucket straight from Fabric's host
-storage (True), or a NumPy copy into pinned memory and one upload (False; always so for index-mapped buckets)."""
 
 # (DLPack type code, bits, trailing shape with the lanes last) of a read group -> Fabric type name (a key of
 # COLUMN_TYPES); ovstage 0.3 reports a matrix as (4, 4) float64, ovstage 0.2 as one element of 16 float64 lanes
@@ -369,8 +366,9 @@ class OvstageSelection:
         n = self._count
         if n == 0:
             return type_name
-        if col.device.is_cuda and PAGEABLE_UPLOADS and all(_compact(g) for g in groups):
-            start = 0  # each bucket copied from Fabric's host storage straight into the device column
+        if col.device.is_cuda and all(_compact(g) for g in groups):
+            start = 0  # each bucket copied from Fabric's host storage straight into the device column (buckets with
+            # a data index map go through pinned memory below)
             for g in groups:
                 rows = g.prim_count
                 if rows:
