@@ -168,7 +168,7 @@ def _frame_pose(offset_pose: wp.transformf, b: int, body_q: wp.array(dtype=wp.tr
 
     The body's pose is rigid, so the frame's pose is the product of two rigid transforms: no matrix, no
     decomposition, in float32 as the body's pose is stored (against composing in float64 the positions differ by
-    rounding only; ``perf/bench_isaaclab.py`` measures both against float64 truth). ``sign`` 0 returns ``w >= 0``;
+    rounding only; ``perf/bench_newton.py`` checks its reads against float64 truth). ``sign`` 0 returns ``w >= 0``;
     +1 or -1 keeps the product's sign times ``sign`` (Isaac Lab's Newton view returns the product's sign: the adapter
     passes the sign that aligns the cached offset with Isaac Lab's)."""
     x = offset_pose
