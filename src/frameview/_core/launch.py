@@ -10,9 +10,15 @@ recorded launches and call graphs are :mod:`.launch_caches` (Newton) and :mod:`f
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import warp as wp
+
+try:  # Warp's runtime, for _CpuEntry's capture check
+    import warp._src.context as _warp_context
+except ImportError:  # a Warp of another layout: CPU launches go through Launch.launch
+    _warp_context = None  # type: ignore[assignment]
 
 from .host import CAPTURE_LOCK
 
@@ -27,6 +33,7 @@ class RecordedLaunch:
     identity, scalars by value) and the dimension. An argument of another kind than the one recorded (a plain array
     where a fabric array was: another overload of a generic kernel) records the launch again. The command holds raw
     pointers: this object keeps every array it was given alive, so no address can be reused while it is recorded.
+    On the CPU the kernel's entry point is called with an argument block kept between launches (:class:`_CpuEntry`).
 
     Args:
         kernel: The Warp kernel.
@@ -36,7 +43,7 @@ class RecordedLaunch:
         block_dim: Threads per block on CUDA (None: Warp's default, 256); see :func:`block_dim_for`.
     """
 
-    __slots__ = ("_block_dim", "_cmd", "_device", "_dim", "_kernel", "_params")
+    __slots__ = ("_block_dim", "_cmd", "_cpu", "_device", "_dim", "_kernel", "_params")
 
     def __init__(self, kernel: Any, dim: Any, params: list, device: Any, block_dim: int | None = None) -> None:
         self._kernel, self._device, self._block_dim = kernel, device, block_dim
@@ -47,13 +54,17 @@ class RecordedLaunch:
                               block_dim=self._block_dim)  # fmt: skip
         self._params = list(params)
         self._dim = dim
+        self._cpu = _CpuEntry.of(self._cmd)
 
     def launch(self, dim: Any, params: list, stream: wp.Stream | None = None) -> None:
         """Launch with ``params`` (same length and kinds as recorded) over ``dim``, on ``stream`` (default: the
         device's current stream)."""
-        cmd, last = self._cmd, self._params
+        cmd, last, cpu = self._cmd, self._params, self._cpu
         if dim == self._dim and params == last:  # the usual call: compared in C, identity first
-            cmd.launch(stream=stream)
+            if cpu is not None:
+                cpu.call(cmd)
+            else:
+                cmd.launch(stream=stream)
             return
         for j, value in enumerate(params):
             old = last[j]
@@ -64,10 +75,69 @@ class RecordedLaunch:
                     return
                 cmd.set_param_at_index(j, value)
                 last[j] = value
+                if cpu is not None:
+                    cpu.update(cmd, j)
         if dim != self._dim:
             cmd.set_dim(dim)
             self._dim = dim
-        cmd.launch(stream=stream)
+        if cpu is not None:
+            cpu.call(cmd)
+        else:
+            cmd.launch(stream=stream)
+
+
+class _CpuEntry:
+    """The argument block of a recorded CPU launch, kept between launches: Warp's ``Launch.launch`` builds a new
+    ``ctypes`` block and copies every packed argument into it at each launch (about 0.3 us per argument), where this
+    copies only the arguments that changed (:meth:`update`) and calls the kernel's entry point as Warp does.
+
+    Made only for the Warp launch layout it was written against (a CPU forward launch of one thread per item: the
+    packed arguments after the launch bounds, one per kernel argument, and the entry point in ``hooks.forward``);
+    otherwise :meth:`of` returns None and the launch goes through ``Launch.launch``. While Warp records a CPU capture
+    (Warp >= 1.17's APIC), launches go through ``Launch.launch`` as well, which records them.
+    """
+
+    __slots__ = ("_args", "_entry", "_names")
+
+    def __init__(self, cmd: Any) -> None:
+        names = [arg.label for arg in cmd.kernel.adj.args]
+        fields = [(name, type(cmd.params[1 + j])) for j, name in enumerate(names)]
+        self._args = type("ArgsStruct", (ctypes.Structure,), {"_fields_": fields})()
+        for j, name in enumerate(names):
+            setattr(self._args, name, cmd.params[1 + j])
+        self._names = names
+        self._entry = cmd.hooks.forward
+
+    @classmethod
+    def of(cls, cmd: Any) -> _CpuEntry | None:
+        """The entry of ``cmd`` when it is a CPU launch of the layout above, else None."""
+        if _warp_context is None:
+            return None
+        try:
+            if (not cmd.device.is_cpu or cmd.adjoint or getattr(cmd, "block_dim", 1) > 1 or cmd.hooks.forward is None
+                    or len(cmd.params) != len(cmd.kernel.adj.args) + 1):  # fmt: skip
+                return None
+            return cls(cmd)
+        except (AttributeError, TypeError):
+            return None
+
+    def update(self, cmd: Any, j: int) -> None:
+        """Copy argument ``j``, just re-packed by ``cmd.set_param_at_index``, into the block."""
+        setattr(self._args, self._names[j], cmd.params[1 + j])
+
+    def call(self, cmd: Any) -> None:
+        """Run the kernel over ``cmd``'s current bounds (``Launch.launch`` while Warp records a CPU capture)."""
+        if _cpu_capture_active(cmd.device):
+            cmd.launch()
+            return
+        self._entry(ctypes.byref(cmd.params[0]), ctypes.byref(self._args))
+
+
+def _cpu_capture_active(device: Any) -> bool:
+    """Whether Warp records a capture on ``device`` now (its APIC capture; never on a Warp without one)."""
+    runtime = _warp_context.runtime
+    capture = getattr(runtime, "_apic_capture", None) if runtime is not None else None
+    return capture is not None and capture.device == device
 
 
 class OffsetKeys:
