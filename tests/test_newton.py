@@ -122,6 +122,37 @@ def test_reads_follow_body_q(scene: dict, device: str) -> None:
         np.testing.assert_allclose(after.numpy(), before, atol=1e-6)
 
 
+def test_construction_defers_the_offsets_to_the_first_call(scene: dict, device: str) -> None:
+    """Building a view reads the stage and launches nothing: the cached offsets are computed by the first read or
+    write of any view of the model, a write first included, and a later view's frames never disturb an earlier
+    view's reads (float64 truth from USD and body_q)."""
+    stage = scene["stage"]
+    rng = np.random.default_rng(5)
+    body_q = np.concatenate([rng.uniform(-3, 3, (N, 3)), random_quats(rng, N)], axis=1).astype(np.float32)
+    scene["sim"]["state"].body_q.assign(body_q)
+    mounts = view_of(scene, MOUNTS)
+    store = mounts._store
+    assert store.offsets_stale, "construction computed the offsets (a launch)"
+    # the first call is a write of one mount: the other rows must read their stage offsets afterwards
+    target = pose_matrix(np.array([0.5, -1.0, 2.0]), np.array([0.0, 0.0, np.sin(0.4), np.cos(0.4)]))
+    mounts.set_world_poses(np.array([target[3, :3]], dtype=np.float32),
+                           np.array([[0.0, 0.0, np.sin(0.4), np.cos(0.4)]], dtype=np.float32), indices=[2])  # fmt: skip
+    assert not store.offsets_stale
+    bodies = [path.rsplit("/", 1)[0] for path in mounts.prim_paths]  # a mount sits right on its body
+    body_usd = usd_world(stage, bodies)
+    mount_offsets = [m @ np.linalg.inv(pose_matrix(*rigid_pose(b))) for m, b in
+                     zip(usd_world(stage, mounts.prim_paths), body_usd, strict=True)]  # fmt: skip
+    expected = np.array(mount_offsets) @ body_matrices(body_q)
+    expected[2] = target
+    assert_view_at(mounts, expected)
+    cameras = view_of(scene)  # adds the cameras below the mounts: stale again, the mounts' reads unchanged
+    assert store.offsets_stale
+    assert_view_at(mounts, expected)
+    camera_local = np.array([np.array(UsdGeom.XformCache().GetLocalTransformation(stage.GetPrimAtPath(p))[0])
+                             for p in cameras.prim_paths])  # fmt: skip
+    assert_view_at(cameras, camera_local @ expected)
+
+
 MOUNT_SCALES = [(2.0, 2.0, 2.0), (1.0, 2.0, 0.5), (1.0, -1.0, 1.0), (1.0, 1.0, 3.0)]
 """Per env: a uniform, a non-uniform, a mirroring and a one-axis scale on the Mount. The pitched camera below a
 Mount whose x and z scales differ (envs 1 and 3) has a sheared world matrix."""

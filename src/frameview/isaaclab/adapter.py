@@ -136,10 +136,13 @@ class IsaacLabFrameView:
             self._offset_sign = self._isaaclab_offset_quats()
             # world reads signed as Isaac Lab's Newton view signs them, inside the view's own read launch
             view = self._view
-            self._world_signs = wp.empty(view.count, dtype=wp.float32, device=self._device)
-            wp.launch(offset_signs, view.count, inputs=[view._view_node, view._store.offset, self._offset_sign],
-                      outputs=[self._world_signs], device=self._device)  # fmt: skip
-            view._use_quat_signs(self._world_signs)
+            self._world_signs = signs = wp.empty(view.count, dtype=wp.float32, device=self._device)
+
+            def fill() -> None:  # before the view's first read or write (construction launches nothing)
+                wp.launch(offset_signs, view.count, inputs=[view._view_node, view._store.offset, self._offset_sign],
+                          outputs=[signs], device=self._device)  # fmt: skip
+
+            view._use_quat_signs(signs, fill)
             nodes = view._view_node.numpy()
             store = view._store
             # frames whose USD parent is their body: their local pose is the offset the read signs itself

@@ -46,7 +46,7 @@ class CloneTree:
     """
 
     def __init__(self, stage: Usd.Stage, labels: Sequence[str]) -> None:
-        self._stage: PrimTree = _as_prim_tree(stage)
+        self._stage = _ListedTree(_as_prim_tree(stage))
         self.prefixes: dict[str, str] = {}
         """Clone root -> source root."""
         self.ambiguous: dict[str, list[str]] = {}
@@ -59,25 +59,34 @@ class CloneTree:
         missing = [label for label in paths if not on_stage(label)]
         if not missing:
             return
-        # stage bodies by (depth, component left out, the other components): the clones' candidate sources
-        by_key: dict[tuple[int, int, tuple[str, ...]], list[str]] = {}
+        # stage bodies by (depth, the path before a component, the path after it): the clones' candidate sources
+        by_key: dict[tuple[int, str, str], list[str]] = {}
+        before_sets: set[str] = set()  # every path that precedes a component of a stage body
         missing_set = set(missing)
         for label in paths:
             if label not in missing_set:
-                parts = tuple(label[1:].split("/"))
-                for i in range(len(parts)):
-                    by_key.setdefault((len(parts), i, parts[:i] + parts[i + 1 :]), []).append(label)
+                bounds = _components(label)
+                for start, end in bounds:
+                    by_key.setdefault((len(bounds), label[:start], label[end:]), []).append(label)
+                    before_sets.add(label[:start])
         sources: dict[str, list[str]] = {}  # clone root -> source roots, in order of first sight
         for label in missing:
-            parts = tuple(label[1:].split("/"))
-            for i in range(len(parts)):
-                for source in by_key.get((len(parts), i, parts[:i] + parts[i + 1 :]), ()):
-                    clone = "/" + "/".join(parts[: i + 1])
-                    source_root = "/" + "/".join(source[1:].split("/")[: i + 1])
+            depth, start = label.count("/"), 0
+            while start < len(label):  # component by component, from the root
+                end = label.find("/", start + 1)
+                end = len(label) if end == -1 else end
+                before = label[:start]
+                if before not in before_sets:  # no stage body shares this path: nor any longer one
+                    break
+                after = label[end:]
+                for source in by_key.get((depth, before, after), ()):
+                    clone = label[:end]
+                    source_root = source[: len(source) - len(after)]
                     found = sources.setdefault(clone, [])
                     if source_root not in found:
                         found.append(source_root)
                     self.pairs.setdefault(clone, []).append((label, source))
+                start = end
         for clone, found in sources.items():
             if len(found) == 1:
                 self.prefixes[clone] = found[0]
@@ -130,6 +139,44 @@ class CloneTree:
             return True
         clone = self.clone_of(path)
         return clone is not None and self._stage.has_prim(clone[1] + path[len(clone[0]) :])
+
+
+def _components(path: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each component of an absolute path: ``path[start]`` is the ``/`` before it."""
+    bounds = []
+    start = 0
+    for name in path[1:].split("/"):
+        end = start + 1 + len(name)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+class _ListedTree:
+    """A :class:`~frameview.paths.PrimTree` answering ``has_prim`` from its parent's listed children: one stage
+    listing per parent asked about, kept for the tree's life (a :class:`CloneTree` lives for one resolution, while
+    the stage does not change). A model with thousands of cloned bodies asks about each of them, and they share a
+    few hundred parents, most of them absent (then their children are absent without a lookup)."""
+
+    def __init__(self, tree: PrimTree) -> None:
+        self._tree = tree
+        self._children: dict[str, list[str]] = {}
+        self._child_sets: dict[str, frozenset[str] | None] = {}  # None: the parent itself is not on the stage
+
+    def child_names(self, path: str) -> list[str]:
+        names = self._children.get(path)
+        if names is None:
+            names = self._children[path] = self._tree.child_names(path)
+        return names
+
+    def has_prim(self, path: str) -> bool:
+        parent, _, name = path.rpartition("/")
+        parent = parent or "/"
+        listed = self._child_sets.get(parent, ())
+        if listed == ():
+            on_stage = parent == "/" or self.has_prim(parent)
+            listed = self._child_sets[parent] = frozenset(self.child_names(parent)) if on_stage else None
+        return listed is not None and name in listed
 
 
 def rigid_placements(

@@ -15,7 +15,8 @@ a :class:`FrameStore` (one per model and stage), holding:
 - ``offset[n]``, ``sheared[n]``: derived from the above, what world reads use: the translation and rotation of its
   matrix relative to its body (float32, unit rotation), and its flags: that matrix is sheared, its USD parent is its
   body (:func:`~frameview.newton.kernels.refresh_offsets`,
-  updated on the device after each change of ``local``).
+  updated on the device after each change of ``local``, and for added nodes before the next launch that reads them:
+  :meth:`FrameStore.ensure_offsets`).
 
 A frame's world matrix is then ``local[n] @ chain[n] @ world(anchor)`` and, at the top of the anchor chain,
 ``... @ chain @ T(body_q[body])`` with ``T`` the body's rigid transform. Because every view of a model shares its
@@ -47,6 +48,9 @@ from .kernels import refresh_offsets
 __all__ = ["FrameStore", "frame_store", "rigid_part"]
 
 logger = logging.getLogger(__name__)
+
+_IDENTITY = np.eye(4)
+_IDENTITY.flags.writeable = False
 
 _STORES: weakref.WeakKeyDictionary[Any, list[FrameStore]] = weakref.WeakKeyDictionary()
 _STORES_LOCK = threading.Lock()
@@ -100,6 +104,76 @@ def _physics_role(prim: Usd.Prim, is_body: bool) -> str | None:
     return None
 
 
+class _SourceReads:
+    """What building frames reads of the stage, read once per prim path for one build (the stage does not change
+    meanwhile): the frames of cloned envs share their source's prims, parents and local matrices."""
+
+    def __init__(self, stage: Usd.Stage, cache: UsdGeom.XformCache) -> None:
+        self.stage = stage
+        self.cache = cache
+        self._prims: dict[str, Usd.Prim] = {}
+        self._local: dict[str, tuple[np.ndarray, bool]] = {}
+        self._roles: dict[str, str | None] = {}
+        self._xformable: dict[str, bool] = {}
+        self._rigid: dict[str, bool] = {}
+        self._exists: dict[str, bool] = {}
+        self._children: dict[str, frozenset[str]] = {}
+
+    def prim(self, path: str) -> Usd.Prim:
+        prim = self._prims.get(path)
+        if prim is None:
+            prim = self._prims[path] = self.stage.GetPrimAtPath(path)
+        return prim
+
+    def exists(self, path: str) -> bool:
+        """``GetPrimAtPath(path).IsValid()``, from the parent's listed children (a path string the stage never saw
+        costs a parse: the frames of cloned envs ask about thousands of such paths, below a few hundred parents)."""
+        known = self._exists.get(path)
+        if known is None:
+            parent_path, _, name = path.rpartition("/")
+            parent_path = parent_path or "/"
+            if parent_path != "/" and not self.exists(parent_path):
+                known = False
+            else:
+                parent = self.stage.GetPseudoRoot() if parent_path == "/" else self.prim(parent_path)
+                if parent.IsInstance() or parent.IsInstanceProxy():  # children are instance proxies: ask the stage
+                    known = self.prim(path).IsValid()
+                else:
+                    names = self._children.get(parent_path)
+                    if names is None:
+                        names = self._children[parent_path] = frozenset(parent.GetAllChildrenNames())
+                    known = name in names
+            self._exists[path] = known
+        return known
+
+    def local(self, path: str) -> tuple[np.ndarray, bool]:
+        """The prim's local matrix (float64, row-vector) and whether it resets the xform stack."""
+        local = self._local.get(path)
+        if local is None:
+            matrix, resets = self.cache.GetLocalTransformation(self.prim(path))
+            local = self._local[path] = (np.array(matrix, dtype=np.float64), bool(resets))
+        return local
+
+    def role(self, path: str, is_body: bool) -> str | None:
+        """:func:`_physics_role` of the prim at ``path``."""
+        if is_body:
+            return _physics_role(self.prim(path), True)
+        if path not in self._roles:
+            self._roles[path] = _physics_role(self.prim(path), False)
+        return self._roles[path]
+
+    def xformable(self, path: str) -> bool:
+        if path not in self._xformable:
+            self._xformable[path] = self.prim(path).IsA(UsdGeom.Xformable)
+        return self._xformable[path]
+
+    def rigid_body(self, path: str) -> bool:
+        """Whether the prim has ``UsdPhysics.RigidBodyAPI``."""
+        if path not in self._rigid:
+            self._rigid[path] = self.prim(path).HasAPI(UsdPhysics.RigidBodyAPI)
+        return self._rigid[path]
+
+
 class FrameStore:
     """The frames of one Newton model over one pxr stage (see the module docstring).
 
@@ -139,6 +213,8 @@ class FrameStore:
         self.anchored = False
         """Whether a node is anchored on another (then a write moves frames it did not write: see
         :meth:`refresh_step`)."""
+        self.offsets_stale = False
+        """Whether nodes were added since the cached offsets were computed (see :meth:`ensure_offsets`)."""
         self._retired: list[wp.array] = []  # arrays replaced on growth: a captured graph may still point at them
         self.local = self.chain = self.anchor = self.body = self.req_row = wp.empty(0, dtype=wp.int32)
         self.offset = self.sheared = self.local
@@ -204,19 +280,21 @@ class FrameStore:
     def _insert(self, new: list[str]) -> None:
         stage = self.stage
         cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+        reads = _SourceReads(stage, cache)  # frames of cloned envs share their source's prims: read once
         prims = []
         for path in new:
-            prim = stage.GetPrimAtPath(self.source_path(path))
+            source = self.source_path(path)
+            prim = reads.prim(source)
             if not prim.IsValid():
                 raise ValueError(f"prim_path: no prim at {path!r}")
-            role = _physics_role(prim, path in self.bodies or self.source_path(path) in self.bodies)
+            role = reads.role(source, path in self.bodies or source in self.bodies)
             if role is not None:
                 raise ValueError(
                     f"prim {path!r} is {role}: a NewtonFrameView reads frames that ride on bodies (cameras, sensors, "
                     "Xforms) and never moves a body; view a non-physics prim instead (e.g. a camera under the body), "
                     "and set body poses through the Newton State (state.body_q)"
                 )
-            if not prim.IsA(UsdGeom.Xformable):
+            if not reads.xformable(source):
                 raise ValueError(
                     f"prim_path: prim {path!r} is a {prim.GetTypeName() or 'typeless prim'}, expected an Xformable "
                     "(Xform, Camera, Mesh, ...); select Xformable prims only"
@@ -227,15 +305,14 @@ class FrameStore:
         index = dict(self.index)
         for k, path in enumerate(new):
             index[path] = first + k
-        resolved = [self._resolve(path, prim, cache, index) for path, prim in zip(new, prims, strict=True)]
+        resolved = [self._resolve(path, prim, reads, index) for path, prim in zip(new, prims, strict=True)]
         # existing nodes below a new node now anchor on it
         new_set = set(new)
         moved = [n for n, path in enumerate(self.paths) if _has_ancestor_in(path, new_set)]
         moved_resolved = [
-            self._resolve(self.paths[n], stage.GetPrimAtPath(self.source_path(self.paths[n])), cache, index)
-            for n in moved
+            self._resolve(self.paths[n], reads.prim(self.source_path(self.paths[n])), reads, index) for n in moved
         ]
-        local = np.array([np.array(cache.GetLocalTransformation(p)[0], dtype=np.float64) for p in prims])
+        local = np.array([reads.local(self.source_path(path))[0] for path in new])
         # commit (host)
         self.paths.extend(new)
         self.index = index
@@ -256,8 +333,16 @@ class FrameStore:
             self._allocate(max(total, 2 * self._capacity))
         wp.copy(self.local, wp.array(local, dtype=wp.mat44d, device="cpu"), dest_offset=first, count=len(new))
         self._upload()
-        kernel, dim, params = self.refresh_step()
-        wp.launch(kernel, dim, inputs=params[:4], outputs=params[4:], device=self.device)
+        self.offsets_stale = True
+
+    def ensure_offsets(self) -> None:
+        """Compute every node's cached ``offset`` and ``sheared`` when nodes were added since (one launch): adding
+        nodes reads the stage only, and the views call this before their launches that read the offsets, so a view's
+        kernels are first loaded by its first read or write, not by its construction."""
+        if self.offsets_stale:
+            kernel, dim, params = self.refresh_step()
+            wp.launch(kernel, dim, inputs=params[:4], outputs=params[4:], device=self.device)
+            self.offsets_stale = False
 
     def refresh_step(self) -> tuple[Any, int, list]:
         """The launch that recomputes every node's ``offset`` and ``sheared`` from ``local`` (after a write's commit,
@@ -265,49 +350,53 @@ class FrameStore:
         return refresh_offsets, self.count, [self.local, self.chain, self.anchor, self.body, self.offset, self.sheared]
 
     def _resolve(
-        self, frame: str, prim: Usd.Prim, cache: UsdGeom.XformCache, index: dict[str, int]
+        self, frame: str, prim: Usd.Prim, reads: _SourceReads, index: dict[str, int]
     ) -> tuple[int, int, np.ndarray]:
         """``(anchor node, body, chain)`` of the frame at path ``frame`` whose stage prim is ``prim`` (its source for a
         cloned frame); the body of an anchored node is its anchor's (set later)."""
-        chain = np.eye(4)
+        chain = _IDENTITY  # never changed in place: each step makes a new product
         clone = self._clones.get(frame)
-        if cache.GetLocalTransformation(prim)[1]:  # resets the xform stack: its parent frame is the world
+        cache = reads.cache
+        source = self.source_path(frame)  # the path of ``prim``
+        if reads.local(source)[1]:  # resets the xform stack: its parent frame is the world
             if clone is not None:
                 return -1, -1, self._clone_placement(frame, prim, clone)
             return -1, -1, chain
-        parent = prim.GetParent()
-        while parent and not parent.IsPseudoRoot():
-            path = str(parent.GetPath())
+        parent_path = source.rpartition("/")[0] or "/"
+        parent = None
+        while parent_path != "/":
+            path = parent_path
             if clone is not None:  # the parent's path in the frame's own env
                 if path != clone[1] and not path.startswith(clone[1] + "/"):  # above the clone root: on no body
-                    world = np.array(cache.GetLocalToWorldTransform(parent), dtype=np.float64)
+                    world = np.array(cache.GetLocalToWorldTransform(reads.prim(parent_path)), dtype=np.float64)
                     return -1, -1, chain @ world @ self._clone_placement(frame, prim, clone)
                 path = clone[0] + path[len(clone[1]) :]
-                own = self.stage.GetPrimAtPath(path)
-                if own.IsValid():  # the env's own prim is on the stage (an env Xform): the stage from here up
-                    parent, clone = own, None
+                if reads.exists(path):  # the env's own prim is on the stage (an env Xform): the stage from here up
+                    parent_path, clone = path, None
             node = index.get(path)
             if node is not None:
                 return node, -1, chain
             body = self.bodies.get(path)
+            parent = reads.prim(parent_path)
             if body is not None:
                 if path in self._ambiguous:
                     raise ValueError(
                         f"prim {frame!r} sits on {path!r}, which names {self._labels.count(path)} "
                         "bodies of the Newton model (model.body_label): give each body its own prim path"
                     )
-                return -1, body, chain @ self._scale_of_body(body, parent, cache, on_stage=clone is None)
-            if parent.HasAPI(UsdPhysics.RigidBodyAPI):
+                scale = self._scale_of_body(body, parent, parent_path, cache, on_stage=clone is None)
+                return -1, body, scale if chain is _IDENTITY else chain @ scale
+            if reads.rigid_body(parent_path):
                 raise ValueError(
                     f"prim {frame!r} sits on {path!r}, a prim with UsdPhysics.RigidBodyAPI that the "
                     "Newton model has no body for (no entry of model.body_label names it): build the model from "
                     "this stage (newton.ModelBuilder().add_usd(stage)) without ignoring that body"
                 )
-            local, resets = cache.GetLocalTransformation(parent)
-            chain = chain @ np.array(local, dtype=np.float64)
+            local, resets = reads.local(parent_path)
+            chain = chain @ local
             if resets:
                 break
-            parent = parent.GetParent()
+            parent_path = parent_path.rpartition("/")[0] or "/"
         if clone is not None:
             return -1, -1, chain @ self._clone_placement(frame, prim, clone)
         return -1, -1, chain
@@ -326,13 +415,14 @@ class FrameStore:
             )
         return placement
 
-    def _scale_of_body(self, body: int, prim: Usd.Prim, cache: UsdGeom.XformCache, on_stage: bool) -> np.ndarray:
+    def _scale_of_body(
+        self, body: int, prim: Usd.Prim, path: str, cache: UsdGeom.XformCache, on_stage: bool
+    ) -> np.ndarray:
         """``S`` with ``world_usd(body) = S @ rigid_part(world_usd(body))``: the body's USD scale, which Newton's
-        body pose does not carry, so that its frames keep the world scale the stage gives them. ``prim`` is the
-        body's prim, or for a body cloned in Newton only (``on_stage`` false), its source's."""
+        body pose does not carry, so that its frames keep the world scale the stage gives them. ``prim`` (at ``path``)
+        is the body's prim, or for a body cloned in Newton only (``on_stage`` false), its source's."""
         scale = self._body_scale.get(body)
         if scale is None:
-            path = str(prim.GetPath())
             scale = self._scale_of_prim.get(path)
             if scale is None or on_stage:
                 world = np.array(cache.GetLocalToWorldTransform(prim), dtype=np.float64)

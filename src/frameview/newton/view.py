@@ -149,6 +149,7 @@ class NewtonFrameView(BaseFrameView):
         self._no_mask = wp.empty(0, dtype=wp.bool, device=dev)
         self._no_bodies = wp.empty(0, dtype=wp.transformf, device=dev)
         self._quat_signs = wp.empty(0, dtype=wp.float32, device=dev)  # w >= 0 (see _use_quat_signs)
+        self._fill_signs: Callable[[], None] | None = None
         self._no_signs = self._quat_signs
         self._launches = LaunchCache(dev, self._errors)
         self._checked_body_q: wp.array | None = None  # the last body_q that passed _body_q's checks
@@ -204,13 +205,23 @@ class NewtonFrameView(BaseFrameView):
 
     # ---------------------------------------------------------------- plumbing
 
-    def _use_quat_signs(self, signs: wp.array | None) -> None:
+    def _use_quat_signs(self, signs: wp.array | None, fill: Callable[[], None] | None = None) -> None:
         """World orientations with the sign ``signs[row] * (body * offset)`` instead of ``w >= 0`` (the Isaac Lab
         adapter: Isaac Lab's Newton view returns the product's sign); ``None`` goes back to ``w >= 0``. A world write
         of orientations sets the written rows' signs so that they read back as written (as Isaac Lab's view does),
-        in its commit launch, unless frames of the store are anchored on others (then the caller realigns them)."""
+        in its commit launch, unless frames of the store are anchored on others (then the caller realigns them).
+        ``fill`` fills ``signs`` (from the cached offsets, computed by then) before the view's next read or write."""
         self._quat_signs = signs if signs is not None else wp.empty(0, dtype=wp.float32, device=self._device)
+        self._fill_signs = fill if signs is not None else None
         self._launches.clear()
+
+    def _prepare(self) -> None:
+        """What the view's first read or write needs first (:meth:`FrameStore.ensure_offsets`, the signs' ``fill``):
+        construction reads the stage only and launches nothing."""
+        self._store.ensure_offsets()
+        fill, self._fill_signs = self._fill_signs, None
+        if fill is not None:
+            fill()
 
     def _current_state(self) -> newton.State:
         return self._engine.state()
@@ -264,6 +275,8 @@ class NewtonFrameView(BaseFrameView):
     def _read_poses(self, world: bool, rows: Rows, pos_out: wp.array, quat_out: wp.array, offset: wp.quatf) -> None:
         """One launch (on CUDA a graph replay, once the same call repeats): keyed on ``body_q``'s address, so a
         state swap never replays a graph captured with another state's poses."""
+        if self._store.offsets_stale or self._fill_signs is not None:
+            self._prepare()
         body_q = self._body_q() if world else self._no_bodies
         offset_key = self._offset_key(offset)
         name = ("poses", world, rows.kind, rows.checked, offset_key is None)
@@ -317,6 +330,8 @@ class NewtonFrameView(BaseFrameView):
         anchored on another; no host round trip). The key holds the store's node count: a graph made before frames
         were added would neither refresh them nor know that they may be anchored."""
         store, status = self._store, self._errors.status
+        if store.offsets_stale or self._fill_signs is not None:
+            self._prepare()
         new_local = self._args.outputs("newton_new_local", wp.mat44d, rows.count)  # scratch, one row per request row
         body_q = self._body_q() if in_world else self._no_bodies
         name = ("write", in_world, rows.kind, pos is None, quat is None, scale is None, store.anchored)
