@@ -19,14 +19,14 @@ candidate source is refused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from pxr import Usd
 
 from ..paths import PrimTree, _as_prim_tree
 
-__all__ = ["CloneTree", "rigid_placements"]
+__all__ = ["CloneTree", "ListedTree", "rigid_placements"]
 
 
 class CloneTree:
@@ -46,7 +46,7 @@ class CloneTree:
     """
 
     def __init__(self, stage: Usd.Stage, labels: Sequence[str]) -> None:
-        self._stage = _ListedTree(_as_prim_tree(stage))
+        self._stage = ListedTree(_as_prim_tree(stage))
         self.prefixes: dict[str, str] = {}
         """Clone root -> source root."""
         self.ambiguous: dict[str, list[str]] = {}
@@ -65,16 +65,14 @@ class CloneTree:
         missing_set = set(missing)
         for label in paths:
             if label not in missing_set:
-                bounds = _components(label)
-                for start, end in bounds:
-                    by_key.setdefault((len(bounds), label[:start], label[end:]), []).append(label)
+                depth = label.count("/")
+                for start, end in _components(label):
+                    by_key.setdefault((depth, label[:start], label[end:]), []).append(label)
                     before_sets.add(label[:start])
         sources: dict[str, list[str]] = {}  # clone root -> source roots, in order of first sight
         for label in missing:
-            depth, start = label.count("/"), 0
-            while start < len(label):  # component by component, from the root
-                end = label.find("/", start + 1)
-                end = len(label) if end == -1 else end
+            depth = label.count("/")
+            for start, end in _components(label):  # from the root
                 before = label[:start]
                 if before not in before_sets:  # no stage body shares this path: nor any longer one
                     break
@@ -86,7 +84,6 @@ class CloneTree:
                     if source_root not in found:
                         found.append(source_root)
                     self.pairs.setdefault(clone, []).append((label, source))
-                start = end
         for clone, found in sources.items():
             if len(found) == 1:
                 self.prefixes[clone] = found[0]
@@ -141,21 +138,21 @@ class CloneTree:
         return clone is not None and self._stage.has_prim(clone[1] + path[len(clone[0]) :])
 
 
-def _components(path: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each component of an absolute path: ``path[start]`` is the ``/`` before it."""
-    bounds = []
+def _components(path: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each component of an absolute path, from the root: ``path[start]`` is the ``/`` before
+    it."""
     start = 0
-    for name in path[1:].split("/"):
-        end = start + 1 + len(name)
-        bounds.append((start, end))
+    while start < len(path):
+        end = path.find("/", start + 1)
+        end = len(path) if end == -1 else end
+        yield start, end
         start = end
-    return bounds
 
 
-class _ListedTree:
-    """A :class:`~frameview.paths.PrimTree` answering ``has_prim`` from its parent's listed children: one stage
-    listing per parent asked about, kept for the tree's life (a :class:`CloneTree` lives for one resolution, while
-    the stage does not change). A model with thousands of cloned bodies asks about each of them, and they share a
+class ListedTree:
+    """A :class:`~frameview.paths.PrimTree` over another, answering ``has_prim`` from the parent's listed children:
+    one listing per parent asked about, kept for the tree's life (a :class:`CloneTree` or a frame build, while the
+    stage does not change). A model with thousands of cloned bodies asks about each of them, and they share a
     few hundred parents, most of them absent (then their children are absent without a lookup)."""
 
     def __init__(self, tree: PrimTree) -> None:

@@ -42,7 +42,7 @@ import warp as wp
 from pxr import Usd, UsdGeom, UsdPhysics
 
 from ..paths import resolve_prim_paths
-from .clones import CloneTree, rigid_placements
+from .clones import CloneTree, ListedTree, rigid_placements
 from .kernels import refresh_offsets
 
 __all__ = ["FrameStore", "frame_store", "rigid_part"]
@@ -104,6 +104,23 @@ def _physics_role(prim: Usd.Prim, is_body: bool) -> str | None:
     return None
 
 
+class _ValidPrims:
+    """The stage as a :class:`~frameview.paths.PrimTree` of every prim ``GetPrimAtPath`` finds valid (inactive,
+    undefined and instance-proxy prims included)."""
+
+    _EVERY_PRIM = Usd.TraverseInstanceProxies(Usd.PrimAllPrimsPredicate)
+
+    def __init__(self, stage: Usd.Stage) -> None:
+        self._stage = stage
+
+    def child_names(self, path: str) -> list[str]:
+        prim = self._stage.GetPseudoRoot() if path == "/" else self._stage.GetPrimAtPath(path)
+        return list(prim.GetFilteredChildrenNames(self._EVERY_PRIM))
+
+    def has_prim(self, path: str) -> bool:
+        return bool(self._stage.GetPrimAtPath(path).IsValid())
+
+
 class _SourceReads:
     """What building frames reads of the stage, read once per prim path for one build (the stage does not change
     meanwhile): the frames of cloned envs share their source's prims, parents and local matrices."""
@@ -116,8 +133,7 @@ class _SourceReads:
         self._roles: dict[str, str | None] = {}
         self._xformable: dict[str, bool] = {}
         self._rigid: dict[str, bool] = {}
-        self._exists: dict[str, bool] = {}
-        self._children: dict[str, frozenset[str]] = {}
+        self._listed = ListedTree(_ValidPrims(stage))
 
     def prim(self, path: str) -> Usd.Prim:
         prim = self._prims.get(path)
@@ -128,23 +144,7 @@ class _SourceReads:
     def exists(self, path: str) -> bool:
         """``GetPrimAtPath(path).IsValid()``, from the parent's listed children (a path string the stage never saw
         costs a parse: the frames of cloned envs ask about thousands of such paths, below a few hundred parents)."""
-        known = self._exists.get(path)
-        if known is None:
-            parent_path, _, name = path.rpartition("/")
-            parent_path = parent_path or "/"
-            if parent_path != "/" and not self.exists(parent_path):
-                known = False
-            else:
-                parent = self.stage.GetPseudoRoot() if parent_path == "/" else self.prim(parent_path)
-                if parent.IsInstance() or parent.IsInstanceProxy():  # children are instance proxies: ask the stage
-                    known = self.prim(path).IsValid()
-                else:
-                    names = self._children.get(parent_path)
-                    if names is None:
-                        names = self._children[parent_path] = frozenset(parent.GetAllChildrenNames())
-                    known = name in names
-            self._exists[path] = known
-        return known
+        return self._listed.has_prim(path)
 
     def local(self, path: str) -> tuple[np.ndarray, bool]:
         """The prim's local matrix (float64, row-vector) and whether it resets the xform stack."""
