@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import warp as wp
 from helpers import assert_quats_close, quat_to_rotation
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from newton_helpers import newton_module, rigid_pose
 from pxr import Gf, Usd, UsdGeom, UsdPhysics
 
@@ -293,3 +295,113 @@ def test_a_stage_with_every_env_is_read_from_the_stage() -> None:
     offset = cam @ np.linalg.inv(pose_matrix(*rigid_pose(robot)))
     x = body_q[list(model.body_label).index("/World/envs/env_4/Robot")].astype(np.float64)
     np.testing.assert_allclose(pos[4], (offset @ pose_matrix(x[:3], x[3:]))[3, :3], atol=2e-5)
+
+
+# ---------------------------------------------------------------- the clone search against a brute-force reference
+
+_NAMES = ("a", "b", "c")
+
+
+def _clone_reference(stage: Usd.Stage, labels: list[str]) -> tuple[dict, dict, dict]:
+    """The module docstring's rule by brute force: a label that is not a visible prim is a clone of each stage body
+    of its depth that differs from it in exactly one component (components from the root, bodies in label order)."""
+    paths = [label for label in dict.fromkeys(labels) if label.startswith("/") and "//" not in label[1:]]
+
+    def visible(path: str) -> bool:
+        prim = stage.GetPrimAtPath(path)
+        return bool(prim) and Usd.PrimDefaultPredicate(prim) and not prim.IsInstanceProxy()
+
+    stage_bodies = [p for p in paths if visible(p)]
+    found: dict[str, list[str]] = {}
+    pairs: dict[str, list[tuple[str, str]]] = {}
+    for label in paths:
+        if label in stage_bodies:
+            continue
+        parts = label.split("/")
+        hits = []
+        for body in stage_bodies:
+            other = body.split("/")
+            differ = [i for i in range(len(parts)) if len(other) == len(parts) and parts[i] != other[i]]
+            if len(other) == len(parts) and len(differ) == 1:
+                hits.append((differ[0], body))
+        for i, body in sorted(hits, key=lambda hit: hit[0]):  # stable: bodies in label order
+            clone, root = "/".join(parts[: i + 1]), "/".join(body.split("/")[: i + 1])
+            roots = found.setdefault(clone, [])
+            if root not in roots:
+                roots.append(root)
+            pairs.setdefault(clone, []).append((label, body))
+    prefixes = {clone: roots[0] for clone, roots in found.items() if len(roots) == 1}
+    ambiguous = {clone: roots for clone, roots in found.items() if len(roots) > 1}
+    return prefixes, ambiguous, pairs
+
+
+@st.composite
+def _stages_and_labels(draw: st.DrawFn) -> tuple[Usd.Stage, list[str], list[str]]:
+    paths = sorted({"/" + "/".join(draw(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=4)))
+                    for _ in range(draw(st.integers(4, 24)))})  # fmt: skip
+    stage = Usd.Stage.CreateInMemory()
+    kinds = [draw(st.sampled_from(["def", "def", "def", "over", "inactive", "class"])) for _ in paths]
+    for path, kind in zip(paths, kinds, strict=True):
+        if kind == "over":
+            stage.OverridePrim(path)
+        elif kind == "class" and path.count("/") == 1:  # a class prim is a root prim
+            stage.CreateClassPrim(path)
+        else:
+            stage.DefinePrim(path, "Xform")
+    for path, kind in zip(paths, kinds, strict=True):  # after every prim is defined (none below an inactive one)
+        if kind == "inactive" and stage.GetPrimAtPath(path):
+            stage.GetPrimAtPath(path).SetActive(False)
+    labels = draw(st.lists(st.sampled_from([*paths, "a", "a/b", "/a//b"]), max_size=30))
+    labels += ["/" + "/".join(draw(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=4))) for _ in range(8)]
+    return stage, labels, paths
+
+
+@settings(max_examples=80, deadline=None)
+@given(_stages_and_labels())
+def test_the_clone_search_matches_a_brute_force_reference(case: tuple[Usd.Stage, list[str], list[str]]) -> None:
+    """CloneTree (matches found once per parent of the labels) against the rule applied label by label; the stage
+    listing against pxr's own answers."""
+    from frameview.newton.clones import CloneTree, StageListing
+    from frameview.paths import _as_prim_tree
+
+    stage, labels, paths = case
+    listing = StageListing(stage)
+    visible = _as_prim_tree(stage)
+    for path in {*paths, *(p.rpartition("/")[0] for p in paths if p.count("/") > 1), "/x", "/a/x/a"}:
+        assert listing.valid(path) == stage.GetPrimAtPath(path).IsValid(), path
+        assert listing.has_prim(path) == visible.has_prim(path), path
+        if visible.has_prim(path):
+            assert listing.child_names(path) == visible.child_names(path), path
+    assert listing.child_names("/") == visible.child_names("/")
+    tree = CloneTree(listing, labels)
+    prefixes, ambiguous, pairs = _clone_reference(stage, labels)
+    assert tree.prefixes == prefixes
+    assert tree.ambiguous == ambiguous
+    for clone in prefixes:
+        assert tree.pairs_of(clone) == pairs[clone], clone
+    # a path is on the tree when it is a visible prim, or mirrors one below the shallowest clone root above it
+    def reference_has(path: str) -> bool:
+        if visible.has_prim(path):
+            return True
+        parts = path.split("/")
+        for depth in range(2, len(parts) + 1):
+            root = "/".join(parts[:depth])
+            if root in ambiguous:
+                return False  # (CloneTree raises unless the path is visible: checked below)
+            if root in prefixes:
+                return visible.has_prim(prefixes[root] + path[len(root) :])
+        return False
+
+    asked = {*paths, *(label for label in labels if label.startswith("/") and "//" not in label[1:])}
+    asked |= {
+        clone + p[len(source) :] for clone, source in prefixes.items() for p in paths if p.startswith(source + "/")
+    }
+    for path in sorted(asked):
+        parts = path.split("/")
+        roots = ["/".join(parts[:d]) for d in range(2, len(parts) + 1)]
+        first = next((root for root in roots if root in prefixes or root in ambiguous), None)
+        if first in ambiguous and not visible.has_prim(path):
+            with pytest.raises(ValueError, match="could be a clone of any of"):
+                tree.has_prim(path)
+        else:
+            assert tree.has_prim(path) == reference_has(path), path

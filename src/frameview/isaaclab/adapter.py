@@ -158,19 +158,22 @@ class IsaacLabFrameView:
 
         resolve = import_isaaclab("isaaclab.sim").resolve_prim_pose
         view = self._view
-        quats = []
-        known: dict[tuple[str, bool], Any] = {}  # frames of cloned envs share their source's prim: resolved once
+        quats: list[Any] = []
+        rows: list[int] = []
+        known: dict[tuple[str, bool], int] = {}  # frames of cloned envs share their source's prim: resolved once
         for path, body in zip(view.prim_paths, view.body_indices.tolist(), strict=True):
             source = view._store.source_path(path)
-            quat = known.get((source, body >= 0))
-            if quat is None:
+            row = known.get((source, body >= 0))
+            if row is None:
                 prim = self._stage.GetPrimAtPath(source)
                 ref = prim.GetParent() if body >= 0 else None
                 while ref is not None and not ref.HasAPI(UsdPhysics.RigidBodyAPI):
                     ref = ref.GetParent()
-                quat = known[(source, body >= 0)] = resolve(prim, ref)[1]
-            quats.append(quat)
-        return wp.array(np.array(quats, dtype=np.float32).reshape(-1, 4), dtype=wp.quatf, device=self._device)
+                row = known[(source, body >= 0)] = len(quats)
+                quats.append(resolve(prim, ref)[1])
+            rows.append(row)
+        table = np.array(quats, dtype=np.float32).reshape(-1, 4)
+        return wp.array(table[np.array(rows, dtype=np.int64)], dtype=wp.quatf, device=self._device)
 
     @property
     def frameview(self) -> Any:

@@ -19,14 +19,13 @@ candidate source is refused.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from pxr import Usd
 
-from ..paths import PrimTree, _as_prim_tree
-
-__all__ = ["CloneTree", "ListedTree", "rigid_placements"]
+__all__ = ["CloneTree", "StageListing", "rigid_placements"]
 
 
 class CloneTree:
@@ -41,57 +40,85 @@ class CloneTree:
     reaching a path below it raises ``ValueError``.
 
     Args:
-        stage: The pxr stage.
+        stage: The stage's prims (:class:`StageListing`, kept for one view build).
         labels: ``model.body_label`` (prim paths; other labels are ignored).
     """
 
-    def __init__(self, stage: Usd.Stage, labels: Sequence[str]) -> None:
-        self._stage = ListedTree(_as_prim_tree(stage))
+    def __init__(self, stage: StageListing, labels: Sequence[str]) -> None:
+        self._stage = stage
         self.prefixes: dict[str, str] = {}
         """Clone root -> source root."""
         self.ambiguous: dict[str, list[str]] = {}
         """Clone root -> its candidate source roots (more than one)."""
-        self.pairs: dict[str, list[tuple[str, str]]] = {}
-        """Clone root -> (clone body label, source body label) of each of its bodies."""
         self._extra_children: dict[str, list[str]] = {}
-        on_stage = self._stage.has_prim
-        paths = [label for label in dict.fromkeys(labels) if label.startswith("/") and "//" not in label[1:]]
-        missing = [label for label in paths if not on_stage(label)]
+        self._clone_of: dict[str, tuple[str, str] | str | None] = {}
+        self._pairs: dict[str, list[tuple[int, str, str, list[tuple[int, str]]]]] = {}  # see pairs_of
+        # the labels by parent (one listing, one match per parent: an env's bodies share theirs), in label order
+        by_parent: dict[str, list[tuple[int, str]]] = {}
+        for k, label in enumerate(dict.fromkeys(labels)):
+            parent, slash, name = label.rpartition("/")
+            if slash:
+                by_parent.setdefault(parent, []).append((k, name))
+        stage_bodies: list[tuple[int, str]] = []
+        missing: dict[str, list[tuple[int, str]]] = {}
+        for parent, names in by_parent.items():
+            probe = parent + "/x"  # the labels' own check on their shared part: an absolute path, no empty component
+            if not probe.startswith("/") or "//" in probe[1:]:
+                continue
+            shown = stage.shown_children(parent)
+            if not shown:
+                missing[parent] = names
+                continue
+            for k, name in names:
+                if name in shown:
+                    stage_bodies.append((k, parent + "/" + name))
+                else:
+                    missing.setdefault(parent, []).append((k, name))
         if not missing:
             return
-        # stage bodies by (depth, the path before a component, the path after it): the clones' candidate sources
-        by_key: dict[tuple[int, str, str], list[str]] = {}
-        before_sets: set[str] = set()  # every path that precedes a component of a stage body
-        missing_set = set(missing)
-        for label in paths:
-            if label not in missing_set:
-                depth = label.count("/")
-                for start, end in _components(label):
-                    by_key.setdefault((depth, label[:start], label[end:]), []).append(label)
-                    before_sets.add(label[:start])
-        sources: dict[str, list[str]] = {}  # clone root -> source roots, in order of first sight
-        for label in missing:
-            depth = label.count("/")
-            for start, end in _components(label):  # from the root
-                before = label[:start]
-                if before not in before_sets:  # no stage body shares this path: nor any longer one
-                    break
-                after = label[end:]
-                for source in by_key.get((depth, before, after), ()):
-                    clone = label[:end]
-                    source_root = source[: len(source) - len(after)]
-                    found = sources.setdefault(clone, [])
-                    if source_root not in found:
-                        found.append(source_root)
-                    self.pairs.setdefault(clone, []).append((label, source))
-        for clone, found in sources.items():
-            if len(found) == 1:
-                self.prefixes[clone] = found[0]
+        stage_bodies.sort()
+        sources = _Sources([label for _k, label in stage_bodies])
+        sightings: list[tuple[int, str, str]] = []  # (label index, clone root, source root) of each first sight
+        for parent, names in missing.items():
+            matches = sources.by_parent(parent)
+            if matches is None:  # a label's own name changes its matches: each on its own
+                for k, name in names:
+                    for clone, root, source in sources.of(parent + "/" + name):
+                        sightings.append((k, clone, root))
+                        self._pairs.setdefault(clone, []).append((k, parent + "/" + name, source, []))
+                continue
+            for clone, root, prefix in matches:  # below ``parent``, ``name`` matches where prefix + name is a body
+                hits = [(k, name) for k, name in names if prefix + name in sources]
+                if hits:
+                    sightings.append((hits[0][0], clone, root))
+                    self._pairs.setdefault(clone, []).append((hits[0][0], parent + "/", prefix, hits))
+        found: dict[str, list[str]] = {}  # clone root -> source roots, in order of first sight (the labels' order)
+        sightings.sort(key=lambda sighting: sighting[0])  # stable: one label's in component order
+        for _k, clone, root in sightings:
+            roots = found.get(clone)
+            if roots is None:
+                found[clone] = [root]
+            elif root not in roots:
+                roots.append(root)
+        for clone, roots in found.items():
+            if len(roots) == 1:
+                self.prefixes[clone] = roots[0]
             else:
-                self.ambiguous[clone] = found
-            if not on_stage(clone):
+                self.ambiguous[clone] = roots
+            if not stage.has_prim(clone):
                 parent, _, name = clone.rpartition("/")
                 self._extra_children.setdefault(parent or "/", []).append(name)
+
+    def pairs_of(self, clone: str) -> list[tuple[str, str]]:
+        """``(clone body label, source body label)`` of each body of clone root ``clone``, in the labels' order."""
+        pairs: list[tuple[int, str, str]] = []
+        for k, label_or_parent, source_or_prefix, hits in self._pairs.get(clone, ()):
+            if hits:  # the labels of one parent, ``hits`` their (index, name)
+                pairs += [(j, label_or_parent + name, source_or_prefix + name) for j, name in hits]
+            else:
+                pairs.append((k, label_or_parent, source_or_prefix))
+        pairs.sort()
+        return [(label, source) for _k, label, source in pairs]
 
     def clone_of(self, path: str) -> tuple[str, str] | None:
         """``(clone root, source root)`` of a path at or below a clone root; None for any other path.
@@ -99,31 +126,50 @@ class CloneTree:
         Raises:
             ValueError: ``path`` lies below an ambiguous clone root.
         """
-        end = 0
-        while end != -1:
-            end = path.find("/", end + 1)
-            prefix = path if end == -1 else path[:end]
-            source = self.prefixes.get(prefix)
-            if source is not None:
-                return prefix, source
-            if prefix in self.ambiguous:
-                raise ValueError(
-                    f"prim_path: {path!r} exists only in the Newton model, and its env {prefix!r} could be a clone of "
-                    f"any of {self.ambiguous[prefix]!r} (their bodies' labels differ from its bodies' in one "
-                    "component each): author its prims on the stage, or leave the ambiguous envs out of the pattern"
-                )
-        return None
+        clone = self._clone_root(path)
+        if isinstance(clone, str):
+            raise ValueError(
+                f"prim_path: {path!r} exists only in the Newton model, and its env {clone!r} could be a clone of "
+                f"any of {self.ambiguous[clone]!r} (their bodies' labels differ from its bodies' in one "
+                "component each): author its prims on the stage, or leave the ambiguous envs out of the pattern"
+            )
+        return clone
+
+    def _clone_root(self, path: str) -> tuple[str, str] | str | None:
+        """:meth:`clone_of`, or the ambiguous clone root above ``path`` (a str); remembered per path."""
+        memo = self._clone_of
+        known = memo.get(path, _UNSEEN)
+        if known is not _UNSEEN:
+            return known  # type: ignore[no-any-return]
+        walked = [path]  # up to the nearest remembered ancestor, then down: the shallowest clone root wins
+        up = path.rpartition("/")[0]
+        while up and (known := memo.get(up, _UNSEEN)) is _UNSEEN:
+            walked.append(up)
+            up = up.rpartition("/")[0]
+        clone = known if up else None
+        for step in reversed(walked):
+            if clone is None:
+                source = self.prefixes.get(step)
+                if source is not None:
+                    clone = (step, source)
+                elif step in self.ambiguous:
+                    clone = step
+            memo[step] = clone
+        return clone
+
+    def source_of(self, path: str) -> str | None:
+        """The stage path that ``path`` mirrors (itself below no clone root is not mirrored: None)."""
+        clone = self.clone_of(path)
+        return None if clone is None else clone[1] + path[len(clone[0]) :]
 
     def child_names(self, path: str) -> list[str]:
         """Names of the children of ``path``: the stage's, then the mirrored ones (see the class docstring)."""
         stage = self._stage
         names = stage.child_names(path) if path == "/" or stage.has_prim(path) else []
-        clone = self.clone_of(path) if path != "/" else None
-        if clone is not None:
-            source = clone[1] + path[len(clone[0]) :]
-            if stage.has_prim(source):
-                seen = set(names)
-                names = names + [n for n in stage.child_names(source) if n not in seen]
+        source = self.source_of(path) if path != "/" else None
+        if source is not None and stage.has_prim(source):
+            seen = set(names)
+            names = names + [n for n in stage.child_names(source) if n not in seen]
         extra = self._extra_children.get(path)
         if extra:
             seen = set(names)
@@ -132,48 +178,207 @@ class CloneTree:
 
     def has_prim(self, path: str) -> bool:
         """Whether ``path`` is on the stage or mirrors a stage prim below a clone root."""
-        if self._stage.has_prim(path):
-            return True
-        clone = self.clone_of(path)
-        return clone is not None and self._stage.has_prim(clone[1] + path[len(clone[0]) :])
+        stage = self._stage
+        clone = self._clone_root(path)
+        # below a clone root with nothing under it on the stage, the stage has no prim: skip asking it
+        if clone is None or isinstance(clone, str) or path == clone[0] or not stage.empty(clone[0]):
+            if stage.has_prim(path):
+                return True
+            if not isinstance(clone, tuple):
+                return clone is not None and self.clone_of(path) is not None  # an ambiguous root raises here
+        return stage.has_prim(clone[1] + path[len(clone[0]) :])
 
 
-def _components(path: str) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` of each component of an absolute path, from the root: ``path[start]`` is the ``/`` before
-    it."""
-    start = 0
-    while start < len(path):
-        end = path.find("/", start + 1)
-        end = len(path) if end == -1 else end
-        yield start, end
-        start = end
+_UNSEEN: Any = object()
 
 
-class ListedTree:
-    """A :class:`~frameview.paths.PrimTree` over another, answering ``has_prim`` from the parent's listed children:
-    one listing per parent asked about, kept for the tree's life (a :class:`CloneTree` or a frame build, while the
-    stage does not change). A model with thousands of cloned bodies asks about each of them, and they share a
-    few hundred parents, most of them absent (then their children are absent without a lookup)."""
+class _Sources:
+    """The candidate sources of missing body labels among the stage's bodies: a stage body is a source of a label of
+    the same depth that differs from it in exactly one component, ``(clone root, source root, source body)`` per
+    match, the components from the root, the bodies of one component in the model's order.
 
-    def __init__(self, tree: PrimTree) -> None:
-        self._tree = tree
-        self._children: dict[str, list[str]] = {}
-        self._child_sets: dict[str, frozenset[str] | None] = {}  # None: the parent itself is not on the stage
+    A label's matches in the components of its parent path are found once per parent (the labels of one env share
+    it), as the stage parents that differ from that parent in one component; the label's own name then picks the
+    stage body below each. Its last component matches the stage bodies beside it (same parent, another name).
+    """
 
-    def child_names(self, path: str) -> list[str]:
-        names = self._children.get(path)
-        if names is None:
-            names = self._children[path] = self._tree.child_names(path)
-        return names
+    def __init__(self, stage_bodies: list[str]) -> None:
+        self._bodies = set(stage_bodies)
+        self._order = {label: k for k, label in enumerate(stage_bodies)}
+        self._siblings: dict[str, list[str]] = {}  # stage parent -> its stage bodies
+        self._befores: set[str] = {""}  # every path that precedes a component of a stage body (closed under prefix)
+        self._below: dict[str, list[str]] = {}  # a path of _befores -> its children in _befores
+        for label in stage_bodies:
+            parent = label.rpartition("/")[0]
+            siblings = self._siblings.get(parent)
+            if siblings is None:
+                siblings = self._siblings[parent] = []
+                path = parent
+                while path not in self._befores:
+                    self._befores.add(path)
+                    up = path.rpartition("/")[0]
+                    self._below.setdefault(up, []).append(path)
+                    path = up
+            siblings.append(label)
+        self._matches: dict[str, list[tuple[str, str, list[str]]]] = {"": []}  # see _prefix_matches
+        self._parent_matches: dict[str, list[tuple[str, str, list[str]]]] = {}
+
+    def __contains__(self, label: str) -> bool:
+        """Whether ``label`` is a stage body."""
+        return label in self._bodies
+
+    def by_parent(self, parent: str) -> list[tuple[str, str, str]] | None:
+        """What :meth:`of` finds for any label below ``parent``, as ``(clone root, source root, prefix)``: the label
+        ``parent + "/" + name`` matches where ``prefix + name`` is a stage body. None where the label's name changes
+        more than that (a stage body beside the label, or several stage parents in one component): ask :meth:`of`."""
+        if parent in self._befores:
+            return None
+        out = []
+        for clone, after, parents in self._parent_matches_of(parent):
+            if len(parents) > 1:
+                return None
+            source_parent = parents[0]
+            out.append((clone, source_parent[: len(source_parent) - len(after)], source_parent + "/"))
+        return out
+
+    def of(self, label: str) -> list[tuple[str, str, str]]:
+        """``(clone root, source root, source body)`` of each stage body that ``label`` could be a clone of."""
+        parent, _, name = label.rpartition("/")
+        out: list[tuple[str, str, str]] = []
+        for clone, after, parents in self._parent_matches_of(parent):
+            hits = [s for p in parents if (s := p + "/" + name) in self._bodies]
+            if len(hits) > 1:
+                hits.sort(key=self._order.__getitem__)
+            cut = len(after) + 1 + len(name)
+            out += [(clone, s[: len(s) - cut], s) for s in hits]
+        if parent in self._befores:  # the last component: the stage bodies beside the label
+            out += [(label, s, s) for s in self._siblings.get(parent, ())]
+        return out
+
+    def _parent_matches_of(self, parent: str) -> list[tuple[str, str, list[str]]]:
+        """``(clone root, after, stage parents)`` per component of ``parent`` (from the root) in which stage-body
+        parents of its depth differ from it alone (``after``: the path after that component)."""
+        matches = self._parent_matches.get(parent)
+        if matches is not None:
+            return matches
+        # the deepest ancestor (or itself) that precedes a component of a stage body: a component further down
+        # is preceded by a path that none does, so it cannot differ alone
+        anchor = parent
+        while anchor not in self._befores:
+            anchor = anchor.rpartition("/")[0]
+        suffix = parent[len(anchor) :]
+        siblings = self._siblings
+        matches = []
+        for clone, after, paths in self._prefix_matches(anchor):  # components above: the anchor's, extended
+            found = [p for q in paths if (p := q + suffix) in siblings]
+            if found:
+                matches.append((clone, after + suffix, found))
+        if suffix:  # the component below the anchor
+            end = suffix.find("/", 1)
+            rest = "" if end == -1 else suffix[end:]
+            found = [p for q in self._below.get(anchor, ()) if (p := q + rest) in siblings]
+            if found:
+                matches.append((anchor + (suffix if end == -1 else suffix[:end]), rest, found))
+        self._parent_matches[parent] = matches
+        return matches
+
+    def _prefix_matches(self, path: str) -> list[tuple[str, str, list[str]]]:
+        """As :meth:`_parent_matches_of`, for the paths of :attr:`_befores` (prefixes of stage bodies' parents),
+        from the matches of ``path``'s parent (remembered: the envs' paths share their parents' up to the env)."""
+        matches = self._matches.get(path)
+        if matches is not None:
+            return matches
+        up, _, name = path.rpartition("/")
+        matches = []
+        for clone, after, paths in self._prefix_matches(up):  # a component above: extend those matches by ``name``
+            longer = [p for q in paths if (p := q + "/" + name) in self._befores]
+            if longer:
+                matches.append((clone, after + "/" + name, longer))
+        if up in self._befores:  # the last component: the prefixes beside ``path``
+            beside = [p for p in self._below.get(up, ()) if p != path]
+            if beside:
+                matches.append((path, "", beside))
+        self._matches[path] = matches
+        return matches
+
+
+class StageListing:
+    """A pxr stage's prims for one view build, answered from one listing per parent asked about (kept while the stage
+    does not change): a model with thousands of cloned bodies asks about each of them, and they share a few
+    thousand parents, most of them absent or empty (then their children are absent without another lookup).
+
+    As a :class:`~frameview.paths.PrimTree` it shows what pattern resolution shows (the default predicate, no
+    instance proxies); :meth:`valid` answers ``GetPrimAtPath(path).IsValid()`` (inactive, undefined and
+    instance-proxy prims included) from the same listings.
+    """
+
+    _EVERY_PRIM = Usd.TraverseInstanceProxies(Usd.PrimAllPrimsPredicate)
+
+    def __init__(self, stage: Usd.Stage) -> None:
+        self._get_prim = stage.GetPrimAtPath
+        self._root = stage.GetPseudoRoot()
+        self._every: dict[str, frozenset[str] | None] = {}  # parent -> every child's name; None: parent invalid
+        self._shown: dict[str, list[str]] = {}  # parent -> its children's names that the default predicate shows
+        self._shown_sets: dict[str, frozenset[str]] = {}
+
+    def empty(self, path: str) -> bool:
+        """Whether no prim lies below ``path`` (or ``path`` itself is not valid)."""
+        every = self._every.get(path, _UNSEEN)
+        if every is _UNSEEN:
+            every = self._list(path)
+        return not every
+
+    def valid(self, path: str) -> bool:
+        """``GetPrimAtPath(path).IsValid()``."""
+        parent, _, name = path.rpartition("/")
+        every = self._every.get(parent, _UNSEEN)
+        if every is _UNSEEN:
+            every = self._list(parent)
+        return every is not None and name in every
 
     def has_prim(self, path: str) -> bool:
         parent, _, name = path.rpartition("/")
-        parent = parent or "/"
-        listed = self._child_sets.get(parent, ())
-        if listed == ():
-            on_stage = parent == "/" or self.has_prim(parent)
-            listed = self._child_sets[parent] = frozenset(self.child_names(parent)) if on_stage else None
-        return listed is not None and name in listed
+        shown = self._shown_sets.get(parent)
+        if shown is None:
+            shown = self.shown_children(parent)
+        return name in shown
+
+    def shown_children(self, path: str) -> frozenset[str]:
+        """The names of ``path``'s children that :meth:`child_names` lists (none when ``path`` is not shown);
+        ``""`` for the root."""
+        shown = self._shown_sets.get(path)
+        if shown is None:
+            every = self._every.get(path, _UNSEEN)
+            if every is _UNSEEN:
+                every = self._list(path)
+            shown = self._shown_sets[path] = frozenset(self.child_names(path or "/")) if every else frozenset()
+        return shown
+
+    def child_names(self, path: str) -> list[str]:
+        key = "" if path == "/" else path
+        names = self._shown.get(key)
+        if names is None:
+            if key and not self.has_prim(key):
+                names = []
+            else:
+                names = list((self._get_prim(key) if key else self._root).GetChildrenNames())
+            self._shown[key] = names
+        return names
+
+    def _list(self, path: str) -> frozenset[str] | None:
+        if path:
+            up, _, name = path.rpartition("/")
+            every = self._every.get(up, _UNSEEN)
+            if every is _UNSEEN:
+                every = self._list(up)
+            if every is None or name not in every:
+                self._every[path] = None
+                return None
+            prim = self._get_prim(path)
+        else:
+            prim = self._root
+        listed = self._every[path] = frozenset(prim.GetFilteredChildrenNames(self._EVERY_PRIM))
+        return listed
 
 
 def rigid_placements(
@@ -185,7 +390,8 @@ def rigid_placements(
     ``tolerance`` (the clone is not a rigid copy of its source) or there are no initial poses.
 
     Args:
-        pairs: Clone root -> ``(clone body label, source body label)`` of each of its bodies (:attr:`CloneTree.pairs`).
+        pairs: Clone root -> ``(clone body label, source body label)`` of each of its bodies
+            (:meth:`CloneTree.pairs_of`).
         bodies: Body label -> body index in the model.
         initial_body_q: ``model.body_q`` on the host, ``(bodies, 7)``, or None.
         tolerance: Largest difference of two pairs' placements (stage units, or rotation-matrix entries).

@@ -42,7 +42,7 @@ import warp as wp
 from pxr import Usd, UsdGeom, UsdPhysics
 
 from ..paths import resolve_prim_paths
-from .clones import CloneTree, ListedTree, rigid_placements
+from .clones import CloneTree, StageListing, rigid_placements
 from .kernels import refresh_offsets
 
 __all__ = ["FrameStore", "frame_store", "rigid_part"]
@@ -104,28 +104,11 @@ def _physics_role(prim: Usd.Prim, is_body: bool) -> str | None:
     return None
 
 
-class _ValidPrims:
-    """The stage as a :class:`~frameview.paths.PrimTree` of every prim ``GetPrimAtPath`` finds valid (inactive,
-    undefined and instance-proxy prims included)."""
-
-    _EVERY_PRIM = Usd.TraverseInstanceProxies(Usd.PrimAllPrimsPredicate)
-
-    def __init__(self, stage: Usd.Stage) -> None:
-        self._stage = stage
-
-    def child_names(self, path: str) -> list[str]:
-        prim = self._stage.GetPseudoRoot() if path == "/" else self._stage.GetPrimAtPath(path)
-        return list(prim.GetFilteredChildrenNames(self._EVERY_PRIM))
-
-    def has_prim(self, path: str) -> bool:
-        return bool(self._stage.GetPrimAtPath(path).IsValid())
-
-
 class _SourceReads:
     """What building frames reads of the stage, read once per prim path for one build (the stage does not change
     meanwhile): the frames of cloned envs share their source's prims, parents and local matrices."""
 
-    def __init__(self, stage: Usd.Stage, cache: UsdGeom.XformCache) -> None:
+    def __init__(self, stage: Usd.Stage, cache: UsdGeom.XformCache, listing: StageListing) -> None:
         self.stage = stage
         self.cache = cache
         self._prims: dict[str, Usd.Prim] = {}
@@ -133,7 +116,7 @@ class _SourceReads:
         self._roles: dict[str, str | None] = {}
         self._xformable: dict[str, bool] = {}
         self._rigid: dict[str, bool] = {}
-        self._listed = ListedTree(_ValidPrims(stage))
+        self._listing = listing
 
     def prim(self, path: str) -> Usd.Prim:
         prim = self._prims.get(path)
@@ -143,8 +126,8 @@ class _SourceReads:
 
     def exists(self, path: str) -> bool:
         """``GetPrimAtPath(path).IsValid()``, from the parent's listed children (a path string the stage never saw
-        costs a parse: the frames of cloned envs ask about thousands of such paths, below a few hundred parents)."""
-        return self._listed.has_prim(path)
+        costs a parse: the frames of cloned envs ask about thousands of such paths, below a few parents each)."""
+        return self._listing.valid(path)
 
     def local(self, path: str) -> tuple[np.ndarray, bool]:
         """The prim's local matrix (float64, row-vector) and whether it resets the xform stack."""
@@ -194,7 +177,7 @@ class FrameStore:
         self.bodies: dict[str, int] = {label: b for b, label in enumerate(labels)}
         self._labels = labels
         self._clones: dict[str, tuple[str, str]] = {}  # node path -> (clone prefix, source prefix): Newton-only
-        self._clone_pairs: dict[str, list[tuple[str, str]]] = {}  # clone root -> its body pairs (CloneTree.pairs)
+        self._clone_trees: dict[str, CloneTree] = {}  # clone root -> the tree that found it (its body pairs)
         self._placements: dict[str, np.ndarray | None] = {}  # clone root -> its placement (see _placement)
         self._scale_of_prim: dict[str, np.ndarray] = {}  # body prim path -> its USD scale (see _scale_of_body)
         self._ambiguous: set[str] = set()
@@ -229,32 +212,36 @@ class FrameStore:
         """The body index of each node (-1: fixed in the world)."""
         return self._body[nodes]
 
-    def resolve(self, prim_path: str | Sequence[str]) -> list[str]:
+    def resolve(self, prim_path: str | Sequence[str], listing: StageListing | None = None) -> list[str]:
         """The frame paths ``prim_path`` names (:func:`frameview.resolve_prim_paths`), over the stage and the
         subtrees of the envs cloned in Newton only (see the module docstring); remembers the source of each
         cloned one for :meth:`add`.
+
+        Args:
+            prim_path: As :func:`frameview.resolve_prim_paths`.
+            listing: The stage's prims for this build, shared with :meth:`add` (made here when None).
 
         Raises:
             ValueError: As :func:`frameview.resolve_prim_paths`; or the pattern reaches a clone with several
                 candidate sources on the stage.
         """
-        tree = CloneTree(self.stage, self._labels)
+        listing = StageListing(self.stage) if listing is None else listing
+        tree = CloneTree(listing, self._labels)
         if not tree.prefixes and not tree.ambiguous:
             return resolve_prim_paths(prim_path, self.stage)
         paths = resolve_prim_paths(prim_path, tree)
         for path in paths:
-            if path not in self.index and not self.stage.GetPrimAtPath(path).IsValid():
+            if path not in self.index and not listing.valid(path):
                 clone = tree.clone_of(path)
                 if clone is not None:
                     self._clones[path] = clone
-                    if clone[0] not in self._clone_pairs:
-                        self._clone_pairs[clone[0]] = tree.pairs.get(clone[0], [])
+                    self._clone_trees.setdefault(clone[0], tree)
         return paths
 
     def _place_clones(self) -> None:
         """Fill :attr:`_placements` for every clone root seen so far (:func:`.clones.rigid_placements`)."""
-        roots = [root for root in self._clone_pairs if root not in self._placements]
-        pairs = {root: self._clone_pairs[root] for root in roots}
+        roots = [root for root in self._clone_trees if root not in self._placements]
+        pairs = {root: self._clone_trees[root].pairs_of(root) for root in roots}
         self._placements.update(rigid_placements(pairs, self.bodies, self._initial_body_q, _POSE_TOLERANCE))
 
     def source_path(self, path: str) -> str:
@@ -263,8 +250,12 @@ class FrameStore:
         clone = self._clones.get(path)
         return path if clone is None else clone[1] + path[len(clone[0]) :]
 
-    def add(self, paths: Sequence[str]) -> np.ndarray:
+    def add(self, paths: Sequence[str], listing: StageListing | None = None) -> np.ndarray:
         """Make ``paths`` nodes (those not yet nodes are read from the stage); return their node indices (int32).
+
+        Args:
+            paths: Frame paths (from :meth:`resolve`).
+            listing: The stage's prims, as :meth:`resolve` was given them (the stage unchanged since), or None.
 
         Raises:
             ValueError: A prim is missing or not Xformable, is a physics prim (body, collider, joint), or sits
@@ -272,60 +263,56 @@ class FrameStore:
         """
         new = [p for p in dict.fromkeys(paths) if p not in self.index]
         if new:
-            self._insert(new)
+            self._insert(new, StageListing(self.stage) if listing is None else listing)
         return np.array([self.index[p] for p in paths], dtype=np.int32)
 
     # ---------------------------------------------------------------- building nodes
 
-    def _insert(self, new: list[str]) -> None:
+    def _insert(self, new: list[str], listing: StageListing) -> None:
         stage = self.stage
         cache = UsdGeom.XformCache(Usd.TimeCode.Default())
-        reads = _SourceReads(stage, cache)  # frames of cloned envs share their source's prims: read once
+        reads = _SourceReads(stage, cache, listing)  # frames of cloned envs share their source's prims: read once
+        sources = [self.source_path(path) for path in new]
         prims = []
-        for path in new:
-            source = self.source_path(path)
+        checked: set[str] = set()  # sources found a frame (cloned envs' frames share theirs)
+        for path, source in zip(new, sources, strict=True):
             prim = reads.prim(source)
-            if not prim.IsValid():
-                raise ValueError(f"prim_path: no prim at {path!r}")
-            role = reads.role(source, path in self.bodies or source in self.bodies)
-            if role is not None:
-                raise ValueError(
-                    f"prim {path!r} is {role}: a NewtonFrameView reads frames that ride on bodies (cameras, sensors, "
-                    "Xforms) and never moves a body; view a non-physics prim instead (e.g. a camera under the body), "
-                    "and set body poses through the Newton State (state.body_q)"
-                )
-            if not reads.xformable(source):
-                raise ValueError(
-                    f"prim_path: prim {path!r} is a {prim.GetTypeName() or 'typeless prim'}, expected an Xformable "
-                    "(Xform, Camera, Mesh, ...); select Xformable prims only"
-                )
+            if source not in checked or path in self.bodies:
+                self._check_frame(path, source, prim, reads)
+                checked.add(source)
             prims.append(prim)
         # resolve every new node against the nodes as they will be (new ancestors included), before changing state
         first = self.count
         index = dict(self.index)
-        for k, path in enumerate(new):
-            index[path] = first + k
-        resolved = [self._resolve(path, prim, reads, index) for path, prim in zip(new, prims, strict=True)]
+        index.update(zip(new, range(first, first + len(new)), strict=True))
+        resolved = [
+            self._resolve(path, source, prim, reads, index)
+            for path, source, prim in zip(new, sources, prims, strict=True)
+        ]
         # existing nodes below a new node now anchor on it
         new_set = set(new)
         moved = [n for n, path in enumerate(self.paths) if _has_ancestor_in(path, new_set)]
-        moved_resolved = [
-            self._resolve(self.paths[n], reads.prim(self.source_path(self.paths[n])), reads, index) for n in moved
-        ]
-        local = np.array([reads.local(self.source_path(path))[0] for path in new])
+        for n in moved:
+            path = self.paths[n]
+            source = self.source_path(path)
+            resolved.append(self._resolve(path, source, reads.prim(source), reads, index))
+        local = np.array([reads.local(source)[0] for source in sources])
         # commit (host)
         self.paths.extend(new)
         self.index = index
         total = self.count
+        rows = np.array([*range(first, total), *moved], dtype=np.int64)
         self._anchor = np.concatenate([self._anchor, np.full(len(new), -1, dtype=np.int32)])
         self._body = np.concatenate([self._body, np.full(len(new), -1, dtype=np.int32)])
-        self._chain = np.concatenate([self._chain, np.tile(np.eye(4), (len(new), 1, 1))])
-        for n, (anchor, body, chain) in zip([*range(first, total), *moved], [*resolved, *moved_resolved], strict=True):
-            self._anchor[n], self._body[n], self._chain[n] = anchor, body, chain
+        self._chain = np.concatenate([self._chain, np.empty((len(new), 4, 4))])
+        anchors, bodies, chains = zip(*resolved, strict=True)
+        self._anchor[rows] = anchors
+        self._body[rows] = bodies
+        self._chain[rows] = np.array(chains)
         # an anchored node rides on its anchor's body: resolve top-down (an anchor is always a shallower path)
-        for n in sorted([*range(first, total), *moved], key=lambda n: self.paths[n].count("/")):
-            if self._anchor[n] >= 0:
-                self._body[n] = self._body[self._anchor[n]]
+        anchored = rows[self._anchor[rows] >= 0]
+        for n in sorted(anchored.tolist(), key=lambda n: self.paths[n].count("/")):
+            self._body[n] = self._body[self._anchor[n]]
         self.anchored = bool((self._anchor >= 0).any())
         self._check_body_poses(np.unique(self._body[first:total]))
         # commit (device)
@@ -334,6 +321,24 @@ class FrameStore:
         wp.copy(self.local, wp.array(local, dtype=wp.mat44d, device="cpu"), dest_offset=first, count=len(new))
         self._upload()
         self.offsets_stale = True
+
+    def _check_frame(self, path: str, source: str, prim: Usd.Prim, reads: _SourceReads) -> None:
+        """Raise unless the frame at ``path`` (its stage prim ``prim`` at ``source``) is a valid, non-physics
+        Xformable."""
+        if not prim.IsValid():
+            raise ValueError(f"prim_path: no prim at {path!r}")
+        role = reads.role(source, path in self.bodies or source in self.bodies)
+        if role is not None:
+            raise ValueError(
+                f"prim {path!r} is {role}: a NewtonFrameView reads frames that ride on bodies (cameras, sensors, "
+                "Xforms) and never moves a body; view a non-physics prim instead (e.g. a camera under the body), "
+                "and set body poses through the Newton State (state.body_q)"
+            )
+        if not reads.xformable(source):
+            raise ValueError(
+                f"prim_path: prim {path!r} is a {prim.GetTypeName() or 'typeless prim'}, expected an Xformable "
+                "(Xform, Camera, Mesh, ...); select Xformable prims only"
+            )
 
     def ensure_offsets(self) -> None:
         """Compute every node's cached ``offset`` and ``sheared`` when nodes were added since (one launch): adding
@@ -350,14 +355,13 @@ class FrameStore:
         return refresh_offsets, self.count, [self.local, self.chain, self.anchor, self.body, self.offset, self.sheared]
 
     def _resolve(
-        self, frame: str, prim: Usd.Prim, reads: _SourceReads, index: dict[str, int]
+        self, frame: str, source: str, prim: Usd.Prim, reads: _SourceReads, index: dict[str, int]
     ) -> tuple[int, int, np.ndarray]:
-        """``(anchor node, body, chain)`` of the frame at path ``frame`` whose stage prim is ``prim`` (its source for a
-        cloned frame); the body of an anchored node is its anchor's (set later)."""
+        """``(anchor node, body, chain)`` of the frame at path ``frame`` whose stage prim is ``prim`` at ``source``
+        (itself, or its source for a cloned frame); the body of an anchored node is its anchor's (set later)."""
         chain = _IDENTITY  # never changed in place: each step makes a new product
         clone = self._clones.get(frame)
         cache = reads.cache
-        source = self.source_path(frame)  # the path of ``prim``
         if reads.local(source)[1]:  # resets the xform stack: its parent frame is the world
             if clone is not None:
                 return -1, -1, self._clone_placement(frame, prim, clone)

@@ -31,6 +31,7 @@ from .._core.quat_order import check_quat_order, wxyz_outputs
 from .._core.rows import INDEXED, MASK, Rows
 from ..base import BaseFrameView
 from ..kernels.requests import WriteRequests
+from .clones import StageListing
 from .engine import NewtonEngine
 from .frames import FrameStore, frame_store
 from .kernels import NO_OFFSET, commit_writes, read_poses, read_scales, solve_writes, stage_rows
@@ -133,8 +134,9 @@ class NewtonFrameView(BaseFrameView):
         store = frame_store(model, stage)
         self._lock = store.lock  # BaseFrameView runs every public call under it: one lock per model and stage
         with store.lock:
-            paths = store.resolve(prim_path)  # the stage's prims, and the cloned envs' that exist in Newton only
-            nodes = store.add(paths)
+            listing = StageListing(stage)  # one listing of the stage's prims for the whole build
+            paths = store.resolve(prim_path, listing)  # the stage's prims, and the cloned envs' in Newton only
+            nodes = store.add(paths, listing)
         super().__init__(prim_path, paths, device=device, quat_order=quat_order)
         self._store: FrameStore = store
         self._engine = engine
