@@ -158,11 +158,46 @@ def test_masked_write_checks_the_masked_rows_only(
 def test_device_indices_of_every_dtype_write_the_same(backend: str, stage: Usd.Stage, device: str) -> None:
     rows = [4, 0, 2]
     target = np.arange(9, dtype=np.float32).reshape(3, 3)
-    for dtype in (wp.int32, wp.uint32, wp.int64):
-        with _view(backend, ROBOTS, stage, device) as view:
-            view.set_world_poses(positions=target, indices=wp.array(rows, dtype=dtype, device=device))
+    spaced = np.array([4, 9, 0, 9, 2, 9])  # every other one: strided indices
+    for dtype in (wp.int32, wp.uint32, wp.int64, "strided int32", "strided int64"):
+        if isinstance(dtype, str):
+            indices = wp.array(spaced, dtype=wp.int64 if "64" in dtype else wp.int32, device=device)[::2]
+        else:
+            indices = wp.array(rows, dtype=dtype, device=device)
+        with _view(backend, ROBOTS, stage, device) as view, _view(backend, CAMERAS, stage, device) as cams:
+            cam_offsets = _local_truth(cams)
+            view.set_world_poses(positions=target, indices=indices)
             view.check()
             np.testing.assert_allclose(view.get_world_poses(rows)[0].numpy(), target, atol=1e-5)
+            np.testing.assert_allclose(_local_truth(cams), cam_offsets, atol=1e-5)  # the cameras followed
+
+
+def _local_truth(cams: fv.BaseFrameView) -> np.ndarray:
+    return cams.get_local_poses()[0].numpy().copy()
+
+
+@pytest.mark.parametrize("bad", [[0, 2**32 + 1], [-(2**32) + 2, 3], [2**63 - 1, 0], [5, -(2**63)]])
+def test_int64_device_indices_beyond_32_bits_raise_and_write_nothing(
+    backend: str, stage: Usd.Stage, device: str, bad: list[int]
+) -> None:
+    """An int64 index that wraps into range when cut to 32 bits (2**32 + 1 -> 1) is out of range: no row written."""
+    before = xform_cache_world(stage, env_paths(N, "/Robot"))
+    with _view(backend, ROBOTS, stage, device) as view, _view(backend, CAMERAS, stage, device) as cams:
+        cams_before = cams.get_world_poses()[0].numpy().copy()
+        robots_before = view.get_world_poses()[0].numpy().copy()
+        with pytest.raises(IndexError, match=r"out of range|negative"):
+            view.set_world_poses(positions=np.ones((2, 3)), indices=wp.array(bad, dtype=wp.int64, device=device))
+            view.check()
+        np.testing.assert_array_equal(view.get_world_poses()[0].numpy(), robots_before)
+        np.testing.assert_array_equal(cams.get_world_poses()[0].numpy(), cams_before)
+        view.set_world_poses(positions=np.ones((1, 3)), indices=wp.array([3], dtype=wp.int64, device=device))
+        view.check()  # the view writes again after the rejected call
+        np.testing.assert_allclose(view.get_world_poses([3])[0].numpy(), np.ones((1, 3)), atol=1e-5)
+    world = xform_cache_world(stage, env_paths(N, "/Robot"))
+    if backend == "usd":  # the USD view writes the stage: row 3 moved, nothing else
+        np.testing.assert_array_equal(np.delete(world, 3, axis=0), np.delete(before, 3, axis=0))
+    else:
+        np.testing.assert_array_equal(world, before)
 
 
 @pytest.mark.parametrize(

@@ -80,13 +80,12 @@ def borrow_rows(tensor: Any, dtype: Any, width: int) -> wp.array | None:
     return _keep(_ARRAYS, key, _vector_rows(tensor.data_ptr(), shape[0], stride[0] * 4, dtype, _device(tensor.device)))
 
 
-def borrow_rows_on(tensor: Any, dtype: Any, width: int, device: wp.context.Device) -> wp.array | None:
+def borrow_rows_on(tensor: Any, dtype: Any, device: wp.context.Device) -> wp.array | None:
     """:func:`borrow_rows` for a view on ``device``: ``None`` also when the tensor lives elsewhere. One key per
     call (the reset path's cost per torch argument: building it and one dictionary lookup)."""
-    key = (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype, tensor.device, dtype)
-    array = _ARRAYS.get(key)
+    array = _ARRAYS.get((tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype, tensor.device, dtype))
     if array is None:
-        array = borrow_rows(tensor, dtype, width)
+        array = borrow_rows(tensor, dtype, int(getattr(dtype, "_length_", 1)))
         if array is None:
             return None
     return array if array.device is device else None

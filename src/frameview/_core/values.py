@@ -23,6 +23,10 @@ _PLAIN_TYPES: set[type] = set(_PLAIN)
 """The exact types :func:`unwrap` passes through at once (others take the ``isinstance`` checks)."""
 
 
+_TORCH_TYPES: set[type] = set()
+"""The torch tensor types seen (the reset path's type check per argument)."""
+
+
 def unwrap(value: Any) -> Any:
     """The Warp array inside an Isaac Lab ``ProxyArray``-like object (one with a ``warp`` attribute holding a
     ``wp.array``), else ``value`` itself."""
@@ -50,14 +54,16 @@ def device_data(value: Any, dtype: Any, device: Any, casts: dict) -> wp.array | 
         if value.dtype == wp.float32 and value.ndim == 2:
             return rows_view(value, dtype)
         return None
-    if not is_torch_tensor(value):
-        return None
-    width = width_of(dtype)
-    array = borrow_rows_on(value, dtype, width, device)
+    if type(value) not in _TORCH_TYPES:
+        if not is_torch_tensor(value):
+            return None
+        _TORCH_TYPES.add(type(value))  # torch is not imported here: its tensor types are learnt as they come
+    array = borrow_rows_on(value, dtype, device)
     if array is not None:
         return array
     if not torch_on(value, device):
         return None
+    width = width_of(dtype)
     if value.is_floating_point() and value.dtype != sys.modules["torch"].float32:
         cast = value.detach().to(dtype=sys.modules["torch"].float32)  # one device cast
         array = borrow_rows(cast, dtype, width)

@@ -79,14 +79,23 @@ def _stage_write(
 
 
 @wp.func
-def _write_row(k: int, kind: int, indices: wp.array(dtype=wp.int32)):
+def _write_row(k: int, kind: int, indices: wp.array(dtype=wp.int32), wide: wp.array(dtype=wp.int64), count: int):
     """Thread ``k`` of :func:`_solve_flat`: the view prim it writes and its request row (its data, and the row errors
     name): ``k`` and ``k`` for ALL and MASK, ``indices[k]`` and ``k`` for INDEXED, ``indices[k]`` twice for MASK_ROWS
-    (a mask compacted on the host, CPU: in range, each prim once)."""
+    (a mask compacted on the host, CPU: in range, each prim once). INDEXED with ``wide`` (the caller's int64
+    indices, read in place): ``wide[k]``, range-checked in 64 bits (-1 when out of range, which is reported), also
+    written to ``indices[k]`` for the write's later launch."""
     i = k
     r = k
     if kind == _KIND_INDEXED:
-        i = indices[k]
+        if wide.shape[0] > 0:
+            v = wide[k]
+            i = -1
+            if v >= wp.int64(0) and v < wp.int64(count):
+                i = int(v)
+            indices[k] = i
+        else:
+            i = indices[k]
     if kind == _KIND_MASK_ROWS:
         i = indices[k]
         r = i
@@ -163,6 +172,7 @@ def _solve_flat(
     count: int,
     kind: int,
     indices: wp.array(dtype=wp.int32),
+    wide: wp.array(dtype=wp.int64),
     mask: wp.array(dtype=wp.bool),
     req: WriteRequest,
     layout: wp.array(dtype=wp.int32),
@@ -178,7 +188,8 @@ def _solve_flat(
     parent is an anchor that this write cannot move, or none): new local and world matrix of each written prim into
     view-indexed scratch, nothing written to Fabric.
 
-    Rows: ``kind`` ALL (row ``k`` is prim ``k``), MASK (prim ``k`` if ``mask[k]``), INDEXED (prim ``indices[k]``,
+    Rows: ``kind`` ALL (row ``k`` is prim ``k``), MASK (prim ``k`` if ``mask[k]``), INDEXED (prim ``indices[k]``, or
+    ``wide[k]`` when the caller passed int64 indices, narrowed into ``indices`` here for :func:`_commit_flat`;
     reported when out of range; each prim is claimed in ``claims``, -1 between calls, so an index given twice is
     reported; :func:`_commit_flat` releases the claims) or MASK_ROWS (prim ``indices[k]``, a mask compacted on the
     host, whose data and reports use the prim's row). A prim's slot comes from ``slots``, its parent's from
@@ -191,7 +202,7 @@ def _solve_flat(
     range for that; the checks come after), and the parent's slot is one load (perf/RESULTS.md, "The reset path").
     """
     k = wp.tid()
-    i, r = _write_row(k, kind, indices)
+    i, r = _write_row(k, kind, indices, wide, count)
     dead = failed(status_out)
     ic = wp.clamp(i, 0, count - 1)
     s = slots[ic]  # the tables' 4-byte loads share the mask's latency (a mask's row is the prim: no index to wait

@@ -53,6 +53,7 @@ class FabricWriter:
         "_errors",
         "_heads",
         "_launches",
+        "_no_wide",
         "follow",
         "nested",
         "new_local",
@@ -82,6 +83,7 @@ class FabricWriter:
         self.req_all = wp.array(np.arange(n, dtype=np.int32), dtype=wp.int32, device=device)
         self.new_local = wp.empty(n, dtype=wp.mat44d, device=device)
         self.new_world = wp.empty(n, dtype=wp.mat44d, device=device)
+        self._no_wide = wp.empty(0, dtype=wp.int64, device=device)
         self.written = wp.empty(n, dtype=wp.int32, device=device)
         self.requests = WriteRequests(device)
         self._heads: dict[tuple[int, int], wp.array] = {}
@@ -118,8 +120,9 @@ class FabricWriter:
                 self._launches.run(
                     "write",
                     key,
-                    lambda: [*narrow_steps(rows, data.count), *self._steps(rows, in_world, pos, quat, scale, written)],
-                )
+                    lambda: [*([] if self._reads_wide(rows) else narrow_steps(rows, data.count)),
+                             *self._steps(rows, in_world, pos, quat, scale, written)],
+                )  # fmt: skip
                 if plan is None:  # providers that update the hierarchy on the host: settle, then hand the slots over
                     call = "set_local_scales" if scale is not None else ("set_world" if in_world else "set_local")
                     first = "positions" if in_world else ("scales" if scale is not None else "translations")
@@ -131,6 +134,11 @@ class FabricWriter:
                         data.fabric.propagate_world(data.sel, wp.array(slots, dtype=wp.int32, device="cpu"))
             finally:
                 data.release()
+
+    def _reads_wide(self, rows: Rows) -> bool:
+        """Whether the write's first launch reads the caller's indices itself (int64, the flat path: torch ids), with
+        no narrowing launch before it."""
+        return rows.narrow is not None and not self.nested and rows.narrow[1].dtype == wp.int64
 
     def _steps(
         self,
@@ -179,7 +187,8 @@ class FabricWriter:
                 columns[data.tag], columns[LOCAL_MATRIX], data.slots,
                 columns["parent:" + data.parent_tag] if n_parents else columns[data.tag],
                 columns[parent + WORLD_MATRIX], data.parent_slots,
-                n_parents, self.node_parent, count, int(rows.kind), indices, mask, request, *guard,
+                n_parents, self.node_parent, count, int(rows.kind), indices,
+                rows.narrow[1] if self._reads_wide(rows) else self._no_wide, mask, request, *guard,
                 data.row_parent_slots, data.req_row, self.new_local, self.new_world, status,
             ]))  # fmt: skip
             steps.append(("commit_flat", _commit_flat, (width, rows.count), [
