@@ -164,6 +164,59 @@ def test_duplicate_indices_in_a_write_raise(robots: fv.BaseFrameView, rows: list
     assert_unchanged(before, snapshot(robots))
 
 
+@PROPERTY
+@given(rows=st.lists(st.integers(-2, N + 1), min_size=1, max_size=2 * N), order=st.sampled_from(["as drawn", "sorted"]))
+def test_host_index_checks_agree_with_a_reference(robots: fv.BaseFrameView, rows: list[int], order: str) -> None:
+    """NumPy int64 indices of a write (sorted, as a reset passes them, or not): rejected exactly when a reference
+    says so (a negative index, one past the view, one named twice), naming the offender; nothing written then."""
+    if order == "sorted":
+        rows = sorted(rows)
+    indices = np.array(rows, dtype=np.int64)
+    if min(rows) < 0:
+        error, match = IndexError, rf"indices: index {min(rows)} is negative"
+    elif max(rows) >= N:
+        error, match = IndexError, rf"indices: index {max(rows)} is out of range"
+    elif len(set(rows)) < len(rows):
+        twice = "|".join(str(r) for r in set(rows) if rows.count(r) > 1)
+        error, match = ValueError, rf"indices: index ({twice}) appears \d+ times.*nothing was written"
+    else:
+        error = None
+    before = snapshot(robots)
+    values = np.arange(3 * len(rows), dtype=np.float64).reshape(-1, 3)
+    if error is None:
+        robots.set_local_poses(values, None, indices)
+        np.testing.assert_allclose(robots.get_local_poses(rows)[0].numpy(), values, atol=1e-5)
+        return
+    with pytest.raises(error, match=match):
+        robots.set_local_poses(values, None, indices)
+    assert_unchanged(before, snapshot(robots))
+
+
+SIZES = [0.0, 1e-30, 1e-7, 5e-7, 7.0710677e-07, 1e-6, 1.5e-6, 1e-3, 1.0, 1e18, 1e30]
+"""Quaternion scales: zero, below, at and above the zero-norm threshold (squared norm 1e-12), and past float32's
+square."""
+
+
+@PROPERTY
+@given(
+    quats=hnp.arrays(np.float32, (6, 4), elements=st.floats(-1.0, 1.0, width=32)),
+    scales=hnp.arrays(np.float64, (6,), elements=st.sampled_from(SIZES)),
+)
+def test_zero_norm_quaternions_agree_with_float64(quats: np.ndarray, scales: np.ndarray) -> None:
+    """Host quaternions of every size (tiny, near the zero-norm threshold, huge enough that a float32 square
+    overflows): rejected exactly when the float64 squared norm is below 1e-12, naming the first such row."""
+    from frameview._core.values import check_host_rows
+
+    host = (quats * scales[:, None]).astype(np.float32)
+    wide = host.astype(np.float64)
+    bad = np.flatnonzero((wide * wide).sum(axis=1) < 1.0e-12)
+    if bad.size:
+        with pytest.raises(ValueError, match=rf"orientations: row {bad[0]} holds a zero-norm quaternion"):
+            check_host_rows(host, None, "orientations", True)
+    else:
+        check_host_rows(host, None, "orientations", True)
+
+
 # ---------------------------------------------------------------- setter inputs
 
 # (method, keyword, width): every setter input

@@ -127,12 +127,14 @@ class Arguments:
         """Bounds of host indices, and (a write) each index at most once."""
         if not host.size:
             return
-        low, high = int(host.min()), int(host.max())
+        # sorted ids (the usual reset) are checked by one comparison: increasing, each index once, ends the bounds
+        increasing = write and host.size > 1 and bool((host[1:] > host[:-1]).all())
+        low, high = (int(host[0]), int(host[-1])) if increasing else (int(host.min()), int(host.max()))
         if low < 0:
             raise IndexError(f"indices: index {low} is negative; expected 0 <= index < count={self.count}")
         if high >= self.count:
             raise IndexError(f"indices: index {high} is out of range for a view of count={self.count}")
-        if write and host.size > 1:
+        if write and host.size > 1 and not increasing:
             counts = np.bincount(host.astype(np.intp, copy=False))
             if counts.max() > 1:
                 dup = int(np.argmax(counts))
