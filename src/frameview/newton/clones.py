@@ -20,6 +20,7 @@ candidate source is refused.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -65,6 +66,9 @@ class CloneTree:
             probe = parent + "/x"  # the labels' own check on their shared part: an absolute path, no empty component
             if not probe.startswith("/") or "//" in probe[1:]:
                 continue
+            if parent and not stage.valid(parent):  # no prim (an env cloned in Newton only): no label is on the stage
+                missing[parent] = names
+                continue
             shown = stage.shown_children(parent)
             if not shown:
                 missing[parent] = names
@@ -78,6 +82,7 @@ class CloneTree:
             return
         stage_bodies.sort()
         sources = _Sources([label for _k, label in stage_bodies])
+        bodies = sources.bodies
         sightings: list[tuple[int, str, str]] = []  # (label index, clone root, source root) of each first sight
         for parent, names in missing.items():
             matches = sources.by_parent(parent)
@@ -88,12 +93,12 @@ class CloneTree:
                         self._pairs.setdefault(clone, []).append((k, parent + "/" + name, source, []))
                 continue
             for clone, root, prefix in matches:  # below ``parent``, ``name`` matches where prefix + name is a body
-                hits = [(k, name) for k, name in names if prefix + name in sources]
+                hits = [(k, name) for k, name in names if prefix + name in bodies]
                 if hits:
                     sightings.append((hits[0][0], clone, root))
                     self._pairs.setdefault(clone, []).append((hits[0][0], parent + "/", prefix, hits))
         found: dict[str, list[str]] = {}  # clone root -> source roots, in order of first sight (the labels' order)
-        sightings.sort(key=lambda sighting: sighting[0])  # stable: one label's in component order
+        sightings.sort(key=itemgetter(0))  # stable: one label's in component order
         for _k, clone, root in sightings:
             roots = found.get(clone)
             if roots is None:
@@ -203,7 +208,8 @@ class _Sources:
     """
 
     def __init__(self, stage_bodies: list[str]) -> None:
-        self._bodies = set(stage_bodies)
+        self.bodies = set(stage_bodies)
+        """The stage bodies' labels."""
         self._order = {label: k for k, label in enumerate(stage_bodies)}
         self._siblings: dict[str, list[str]] = {}  # stage parent -> its stage bodies
         self._befores: set[str] = {""}  # every path that precedes a component of a stage body (closed under prefix)
@@ -222,17 +228,37 @@ class _Sources:
             siblings.append(label)
         self._matches: dict[str, list[tuple[str, str, list[str]]]] = {"": []}  # see _prefix_matches
         self._parent_matches: dict[str, list[tuple[str, str, list[str]]]] = {}
+        self._below_matches: dict[tuple[str, str], list[tuple[str, str]] | None] = {}  # see by_parent
 
     def __contains__(self, label: str) -> bool:
         """Whether ``label`` is a stage body."""
-        return label in self._bodies
+        return label in self.bodies
 
     def by_parent(self, parent: str) -> list[tuple[str, str, str]] | None:
         """What :meth:`of` finds for any label below ``parent``, as ``(clone root, source root, prefix)``: the label
         ``parent + "/" + name`` matches where ``prefix + name`` is a stage body. None where the label's name changes
         more than that (a stage body beside the label, or several stage parents in one component): ask :meth:`of`."""
-        if parent in self._befores:
+        befores = self._befores
+        if parent in befores:
             return None
+        # the deepest ancestor that precedes a component of a stage body, and the path below its next component
+        anchor = parent.rpartition("/")[0]
+        while anchor not in befores:
+            anchor = anchor.rpartition("/")[0]
+        above = self._matches.get(anchor)
+        if above is None:
+            above = self._prefix_matches(anchor)
+        if not above:  # no match above the anchor: the envs' parents share one answer
+            end = parent.find("/", len(anchor) + 1)
+            rest = "" if end == -1 else parent[end:]
+            known = self._below_matches.get((anchor, rest), _UNSEEN)
+            if known is _UNSEEN:  # what _parent_matches_of finds below the anchor, as by_parent answers it
+                found = [p for q in self._below.get(anchor, ()) if (p := q + rest) in self._siblings]
+                known = [(p[: len(p) - len(rest)], p + "/") for p in found] if len(found) < 2 else None
+                self._below_matches[(anchor, rest)] = known
+            if known is None:
+                return None
+            return [(parent if end == -1 else parent[:end], root, prefix) for root, prefix in known]
         out = []
         for clone, after, parents in self._parent_matches_of(parent):
             if len(parents) > 1:
@@ -246,7 +272,7 @@ class _Sources:
         parent, _, name = label.rpartition("/")
         out: list[tuple[str, str, str]] = []
         for clone, after, parents in self._parent_matches_of(parent):
-            hits = [s for p in parents if (s := p + "/" + name) in self._bodies]
+            hits = [s for p in parents if (s := p + "/" + name) in self.bodies]
             if len(hits) > 1:
                 hits.sort(key=self._order.__getitem__)
             cut = len(after) + 1 + len(name)
@@ -317,7 +343,7 @@ class StageListing:
     def __init__(self, stage: Usd.Stage) -> None:
         self._get_prim = stage.GetPrimAtPath
         self._root = stage.GetPseudoRoot()
-        self._every: dict[str, frozenset[str] | None] = {}  # parent -> every child's name; None: parent invalid
+        self._every: dict[str, dict[str, Usd.Prim] | None] = {}  # parent -> its children by name; None: invalid
         self._shown: dict[str, list[str]] = {}  # parent -> its children's names that the default predicate shows
         self._shown_sets: dict[str, frozenset[str]] = {}
 
@@ -365,19 +391,23 @@ class StageListing:
             self._shown[key] = names
         return names
 
-    def _list(self, path: str) -> frozenset[str] | None:
+    def _list(self, path: str) -> dict[str, Usd.Prim] | None:
         if path:
             up, _, name = path.rpartition("/")
             every = self._every.get(up, _UNSEEN)
             if every is _UNSEEN:
                 every = self._list(up)
-            if every is None or name not in every:
+            prim = None if every is None else every.get(name)
+            if prim is None:
                 self._every[path] = None
                 return None
-            prim = self._get_prim(path)
         else:
             prim = self._root
-        listed = self._every[path] = frozenset(prim.GetFilteredChildrenNames(self._EVERY_PRIM))
+        # the children's prims with their names (a prim from its parent's list costs no path lookup: a model with
+        # thousands of envs asks about each env's children)
+        names = prim.GetFilteredChildrenNames(self._EVERY_PRIM)
+        children = prim.GetFilteredChildren(self._EVERY_PRIM) if names else ()
+        listed = self._every[path] = dict(zip(names, children, strict=True))
         return listed
 
 

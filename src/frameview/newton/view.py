@@ -8,8 +8,10 @@ Writes change the frames' offsets only: no body moves, nothing is written to USD
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +42,20 @@ from .mirror import MirrorRows
 __all__ = ["NewtonFrameView"]
 
 logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _collection_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a view build: it makes a few small containers per env and frees
+    them at its end, and each collection the build's allocations trigger walks the young objects of the process (an
+    Isaac Lab process holds over a million). Nothing is collected meanwhile that the build does not free itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class NewtonFrameView(BaseFrameView):
@@ -133,7 +149,7 @@ class NewtonFrameView(BaseFrameView):
             )
         store = frame_store(model, stage)
         self._lock = store.lock  # BaseFrameView runs every public call under it: one lock per model and stage
-        with store.lock:
+        with store.lock, _collection_paused():
             listing = StageListing(stage)  # one listing of the stage's prims for the whole build
             paths = store.resolve(prim_path, listing)  # the stage's prims, and the cloned envs' in Newton only
             nodes = store.add(paths, listing)
