@@ -69,3 +69,37 @@ def test_threads_copying_and_writing_leave_the_current_stream_alone() -> None:
         out.fill_(2.0)
     wp.capture_launch(capture.graph)
     np.testing.assert_array_equal(fv.to_numpy(out), 2.0)
+
+
+def test_borrowed_host_views_read_the_array_passed() -> None:
+    """``borrow_host`` (the writer scopes' CPU checks read device arrays in place through it): the contents of
+    ``array.numpy()`` for every dtype and layout the checks see (vectors, quaternions, scalars, strided columns,
+    empty), the current contents on a later call, and no reference that keeps the array alive."""
+    import gc
+    import weakref
+
+    from frameview._core.host import borrow_host
+
+    rng = np.random.default_rng(5)
+    base = wp.array(rng.normal(size=(9, 6)).astype(np.float32), dtype=wp.float32, device="cpu")
+    arrays = [
+        wp.array(rng.normal(size=(17, 3)).astype(np.float32), dtype=wp.vec3f, device="cpu"),
+        wp.array(rng.normal(size=(17, 4)).astype(np.float32), dtype=wp.quatf, device="cpu"),
+        wp.array(rng.integers(-5, 5, 11).astype(np.int32), dtype=wp.int32, device="cpu"),
+        wp.array(rng.integers(0, 2, 11).astype(bool), dtype=wp.bool, device="cpu"),
+        base[:, ::2],
+        base[2:7],
+        wp.empty(0, dtype=wp.quatf, device="cpu"),
+    ]
+    for arr in arrays:
+        np.testing.assert_array_equal(borrow_host(arr), arr.numpy())
+        assert borrow_host(arr).shape == arr.numpy().shape
+    ints = arrays[2]
+    ints.fill_(7)  # the same array, new contents: the remembered view reads them
+    np.testing.assert_array_equal(borrow_host(ints), np.full(11, 7, np.int32))
+    temporary = wp.array(np.ones((5, 3), np.float32), dtype=wp.vec3f, device="cpu")
+    np.testing.assert_array_equal(borrow_host(temporary), np.ones((5, 3), np.float32))
+    alive = weakref.ref(temporary)
+    del temporary
+    gc.collect()
+    assert alive() is None

@@ -195,26 +195,42 @@ def test_host_index_checks_agree_with_a_reference(robots: fv.BaseFrameView, rows
 SIZES = [0.0, 1e-30, 1e-7, 5e-7, 7.0710677e-07, 1e-6, 1.5e-6, 1e-3, 1.0, 1e18, 1e30]
 """Quaternion scales: zero, below, at and above the zero-norm threshold (squared norm 1e-12), and past float32's
 square."""
+SPOILERS = [float("nan"), float("inf"), float("-inf"), 3.0e38, -3.0e38]
+"""Values put into single cells: non-finite ones, and finite ones whose square or sum overflows float32."""
 
 
 @PROPERTY
 @given(
     quats=hnp.arrays(np.float32, (6, 4), elements=st.floats(-1.0, 1.0, width=32)),
     scales=hnp.arrays(np.float64, (6,), elements=st.sampled_from(SIZES)),
+    spoiled=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.sampled_from(SPOILERS)), max_size=3),
+    width=st.sampled_from([3, 4]),
 )
-def test_zero_norm_quaternions_agree_with_float64(quats: np.ndarray, scales: np.ndarray) -> None:
-    """Host quaternions of every size (tiny, near the zero-norm threshold, huge enough that a float32 square
-    overflows): rejected exactly when the float64 squared norm is below 1e-12, naming the first such row."""
+def test_host_rows_checks_agree_with_float64(
+    quats: np.ndarray, scales: np.ndarray, spoiled: list[tuple[int, int, float]], width: int
+) -> None:
+    """Host rows of every size (tiny, near the zero-norm threshold, huge enough that a float32 square or sum
+    overflows) with NaNs and infinities here and there: a write's quaternions (width 4) are rejected exactly when a
+    row holds a non-finite value or its float64 squared norm is below 1e-12, positions (width 3) exactly when a row
+    holds a non-finite value, naming the first such row and what is wrong with it."""
     from frameview._core.values import check_host_rows
 
-    host = (quats * scales[:, None]).astype(np.float32)
+    host = (quats * scales[:, None]).astype(np.float32)[:, :width].copy()
+    for row, col, value in spoiled:
+        host[row, col % width] = value
     wide = host.astype(np.float64)
-    bad = np.flatnonzero((wide * wide).sum(axis=1) < 1.0e-12)
-    if bad.size:
-        with pytest.raises(ValueError, match=rf"orientations: row {bad[0]} holds a zero-norm quaternion"):
-            check_host_rows(host, None, "orientations", True)
+    finite = np.isfinite(wide).all(axis=1)
+    bad = ~finite
+    if width == 4:
+        bad |= finite & ((np.where(finite[:, None], wide, 0.0) ** 2).sum(axis=1) < 1.0e-12)
+    name = "orientations" if width == 4 else "positions"
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        what = "a non-finite value" if not finite[row] else "a zero-norm quaternion"
+        with pytest.raises(ValueError, match=rf"{name}: row {row} holds {what}"):
+            check_host_rows(host, None, name, width == 4)
     else:
-        check_host_rows(host, None, "orientations", True)
+        check_host_rows(host, None, name, width == 4)
 
 
 # ---------------------------------------------------------------- setter inputs

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
-from .host import to_numpy
+from .host import borrow_host, to_numpy
 from .rows import ALL, MASK, Rows
 from .values import check_host_rows
 
@@ -108,24 +108,28 @@ class WriteStager:
 
     def _check_on_host(self, rows: Rows, arrays: list, names: list[str], scale_only: bool) -> Rows:
         """CPU: check a write's device indices and data on the host (the checks the kernels would make, with the same
-        messages as host inputs); return the rows marked checked."""
+        messages as host inputs), reading the arrays in place; return the rows marked checked."""
         if not rows.checked:
             source = rows.source if rows.source is not None else rows.indices
-            self._args.check_host_indices(self._args.indices_to_numpy(source).astype(np.int64), write=True)
-            rows = dataclasses.replace(rows, checked=True)
-        read = np.flatnonzero(to_numpy(rows.mask)) if rows.kind == MASK else None
+            # a Warp array was accepted by prepare (an integer dtype, 1-D): read in place
+            host = borrow_host(source) if isinstance(source, wp.array) else self._args.indices_to_numpy(source)
+            self._args.check_host_indices(host if host.dtype.kind == "i" else host.astype(np.int64), write=True)
+            rows = Rows(rows.kind, rows.count, rows.indices, rows.mask, True, rows.source, rows.narrow)
+        read = np.flatnonzero(borrow_host(rows.mask)) if rows.kind == MASK else None
         if scale_only:
             names = [names[0], names[0], names[0]]
         for array, name, quat in zip(arrays, names, (False, True, False), strict=False):
             if array is not None:
-                check_host_rows(to_numpy(array).reshape(array.shape[0], -1), read, name, quat and not scale_only)
+                check_host_rows(borrow_host(array).reshape(array.shape[0], -1), read, name, quat and not scale_only)
         return rows
 
     def rows_key(self, rows: Rows, indices: Any, mask: Any) -> tuple | None:
         """The rows of a validated write as host data, or ``None`` when that would cost a host round trip."""
         if rows.kind == ALL:
             return (ALL, None)
-        if self._device.is_cpu or not self._device_rows:  # the rows are host data already (or were copied there)
+        if self._device.is_cpu:  # the rows are host memory: a copy
+            return (rows.kind, borrow_host(rows.mask if rows.kind == MASK else rows.indices).copy())
+        if not self._device_rows:  # the rows were copied to the device from the host
             host = to_numpy(rows.mask) if rows.kind == MASK else to_numpy(rows.indices)
             return (rows.kind, host.copy())
         host = _host_copy(mask if mask is not None else indices)
