@@ -378,7 +378,7 @@ def test_huge_host_quaternion_is_accepted_without_warnings(scene: Scene) -> None
 @pytest.mark.parametrize("keyword", ["mask", "indices"])
 def test_host_data_with_a_nan_raises_at_the_call(scene: Scene, keyword: str) -> None:
     """NumPy data holding a NaN in a written row raises at the call, naming the row, on every backend and device
-    (CUDA included: host data is checked on the host), and nothing is written."""
+    (CUDA included: the call waits for the write kernels' verdict on host data), and nothing is written."""
     data = np.ones((NUM_ENVS, 3), np.float32)
     data[ROWS[1]] = np.nan
     kwargs: dict[str, Any] = {"mask": MASK} if keyword == "mask" else {"indices": list(range(NUM_ENVS))}

@@ -338,7 +338,8 @@ class BaseFrameView(abc.ABC):
         self._check_open()
         args = self._args
         with args.host_inputs():  # host inputs reach a CUDA device in one copy
-            rows, pairs = args.write_values(args.prepare(indices, mask, write=True, fold=True), values)
+            rows = args.prepare(indices, mask, write=True, fold=True)
+            rows, pairs = args.write_values(rows, values, kernels_check=True)
         coerced = [array for array, _host in pairs]
         if rows.count == 0 or all(c is None for c in coerced):
             return

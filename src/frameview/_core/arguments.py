@@ -312,11 +312,13 @@ class Arguments:
         return head
 
     def write_values(
-        self, rows: Rows, values: tuple[tuple[Any, str, type], ...]
+        self, rows: Rows, values: tuple[tuple[Any, str, type], ...], kernels_check: bool = False
     ) -> tuple[Rows, list[tuple[wp.array | None, bool]]]:
         """A write's data (``(value, name, dtype)`` each) through :meth:`_coerce_rows`, and the rows to write: a
         host-bound backend's mask becomes the indices of its rows (the data cut to them). A masked write reads and
-        checks only the masked rows of its data: the others may hold anything."""
+        checks only the masked rows of its data: the others may hold anything. ``kernels_check``: the write runs
+        now and the call waits for its verdict on host data (a view's setters), so on a backend whose kernels check
+        the values they read (``device_rows``) host data is checked there, not again on the host."""
         select = None
         masked = rows.kind == MASK
         if masked and not self._device_rows:
@@ -328,8 +330,9 @@ class Arguments:
                 read.append(np.flatnonzero(to_numpy(rows.mask)))
             return read[0]
 
+        rows_of_mask = masked_rows if masked else None
         pairs = [
-            self._coerce_rows(v, name, dtype, rows.count, select=select, masked_rows=masked_rows if masked else None)
+            self._coerce_rows(v, name, dtype, rows.count, select, rows_of_mask, kernels_check)
             for v, name, dtype in values
         ]
         if select is not None:
@@ -344,11 +347,13 @@ class Arguments:
         rows: int,
         select: wp.array | None = None,
         masked_rows: Callable[[], np.ndarray] | None = None,
+        kernels_check: bool = False,
     ) -> tuple[wp.array | None, bool]:
         """Check ``value`` is (rows, width) floating point; return it as ``dtype`` on the view's device, and whether
         it came from the host (``None`` counts as host data).
 
-        Host data is checked for non-finite values (and zero quaternions) here, at once, before anything is written;
+        Host data is checked for non-finite values (and zero quaternions) here, at once, before anything is written
+        (with ``kernels_check`` on a ``_device_rows`` backend: by its kernels, whose verdict the call waits for);
         device data by the backend's kernels (``_device_rows``) or by one check launch. ``select``: keep only these
         rows (host-bound backends' masked writes; they are checked on the host, device data included, since it is
         copied there). ``masked_rows``: a masked write's rows (a callable: the mask is read back only when host data
@@ -376,13 +381,15 @@ class Arguments:
         check_norm = dtype is wp.quatf
         host = None
         if select is not None or from_host:
-            host = arr if isinstance(arr, np.ndarray) else to_numpy(arr)
-            read = None  # the rows the write reads: all, or a mask's
-            if select is not None:
-                read = to_numpy(select)
-            elif masked_rows is not None:
-                read = masked_rows()
-            check_host_rows(host, read, name, check_norm)
+            host = arr if isinstance(arr, np.ndarray) else None  # (host data for a CUDA view)
+            if select is not None or not (kernels_check and self._device_rows):
+                host = to_numpy(arr) if host is None else host
+                read = None  # the rows the write reads: all, or a mask's
+                if select is not None:
+                    read = to_numpy(select)
+                elif masked_rows is not None:
+                    read = masked_rows()
+                check_host_rows(host, read, name, check_norm)
         if select is not None:
             arr = wp.array(host[read], dtype=wp.float32, device=self._device)
         elif host is not None and self._device.is_cuda:  # host data for a CUDA view: one staged copy
@@ -409,9 +416,10 @@ class Arguments:
         return self.quat_order.device_input(quats, self.outputs("quat_order_in", wp.quatf, rows))
 
     def _staged_rows(self, host: np.ndarray, name: str, dtype: Any) -> wp.array:
-        """Checked host rows ((M, width) NumPy) on the view's CUDA device as (M,) ``dtype``, through the view's
-        staging buffers (:class:`~.host_staging.HostStaging`): no allocation, one copy per call; the device
-        rows are read by this call's launches (or copied by a writer scope) before the next call's copy."""
+        """Host rows ((M, width) NumPy, checked here or by the kernels that read them) on the view's CUDA device as
+        (M,) ``dtype``, through the view's staging buffers (:class:`~.host_staging.HostStaging`): no allocation, one
+        copy per call; the device rows are read by this call's launches (or copied by a writer scope) before the next
+        call's copy."""
         return self._staging().put(name, np.asarray(host, dtype=np.float32), dtype)
 
     def _value_error(self, name: str, arr: wp.array) -> Callable[[int], Exception]:

@@ -52,7 +52,7 @@ class HostStaging:
         self._views: dict[tuple, wp.array] = {}
 
     def put(self, name: str, host: np.ndarray, dtype: Any) -> wp.array:
-        """``host`` ((M, width) float32 or (M,) int32, checked by the caller) on the device as an (M,) ``dtype``
+        """``host`` ((M, width) float32 or (M,) int32, shape-checked by the caller) on the device as an (M,) ``dtype``
         array: copied at once, or with the rest of the call's inputs when inside :meth:`batch`.
 
         Raises:
