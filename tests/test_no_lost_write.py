@@ -375,13 +375,19 @@ def test_huge_host_quaternion_is_accepted_without_warnings(scene: Scene) -> None
     scene.check_all()
 
 
-@pytest.mark.parametrize("keyword", ["mask", "indices"])
+@pytest.mark.parametrize("keyword", ["mask", "indices", "device_indices", "device_orientations"])
 def test_host_data_with_a_nan_raises_at_the_call(scene: Scene, keyword: str) -> None:
     """NumPy data holding a NaN in a written row raises at the call, naming the row, on every backend and device
-    (CUDA included: the call waits for the write kernels' verdict on host data), and nothing is written."""
+    (CUDA included: the call waits for the write kernels' verdict on host data, also beside device indices or
+    device orientations, whose own errors may be raised later), and nothing is written."""
     data = np.ones((NUM_ENVS, 3), np.float32)
     data[ROWS[1]] = np.nan
     kwargs: dict[str, Any] = {"mask": MASK} if keyword == "mask" else {"indices": list(range(NUM_ENVS))}
+    if keyword == "device_indices":
+        kwargs["indices"] = wp.array(np.arange(NUM_ENVS, dtype=np.int32), dtype=wp.int32, device=scene.device)
+    if keyword == "device_orientations":
+        unit = np.tile(np.array([0.0, 0.0, 0.0, 1.0], np.float32), (NUM_ENVS, 1))
+        kwargs["orientations"] = wp.array(unit, dtype=wp.quatf, device=scene.device)
     with pytest.raises(ValueError, match=f"positions: row {ROWS[1]} holds a non-finite value"):
         scene.robots.set_world_poses(data, **kwargs)
     scene.check_all()

@@ -344,8 +344,12 @@ class BaseFrameView(abc.ABC):
         if rows.count == 0 or all(c is None for c in coerced):
             return
         write(rows, *coerced)
+        # host inputs raise at the call: all of them checked on the host, or host data left to the kernels' checks
+        now = (rows.checked and all(host for _array, host in pairs)) or (
+            self._device_rows and any(host and array is not None for array, host in pairs)
+        )
         # (values, coerced): the data by argument name, paired only on the error path
-        self._settle_rows(rows, call, now=rows.checked and all(host for _array, host in pairs), data=(values, coerced))
+        self._settle_rows(rows, call, now=now, data=(values, coerced))
 
     def _apply_write(self, space: str, write: PendingWrite) -> None:
         """Run one validated write through the backend and settle its errors."""
