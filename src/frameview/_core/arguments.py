@@ -25,7 +25,7 @@ from .array_types import ArrayLike, IndicesLike, MaskLike
 from .device_errors import CODE_ZERO_QUATERNION, DeviceErrors, outside_capture, split_status
 from .host import to_numpy
 from .host_staging import HostStaging, call_bytes
-from .interop import borrow_indices, borrow_mask
+from .interop import borrow_host_rows, borrow_indices, borrow_mask
 from .launch import RecordedLaunch, block_dim_for
 from .quat_order import QuatOrder
 from .rows import ALL, INDEXED, MASK, Rows, is_torch_tensor
@@ -371,6 +371,13 @@ class Arguments:
                 if rows and self.quat_order is not None and dtype is wp.quatf:
                     fast = self._xyzw_rows(fast, rows)
                 return (fast if rows else None), False
+            if kernels_check and rows and self._device.is_cpu and isinstance(value, np.ndarray):
+                # NumPy float32 rows for a CPU view: read in place by the kernels, which check them
+                fast = borrow_host_rows(value, dtype)
+                if fast is not None and fast.shape[0] == rows:
+                    if self.quat_order is not None and dtype is wp.quatf:
+                        fast = self._xyzw_rows(fast, rows)
+                    return fast, True
         width = width_of(dtype)
         # host data for a CUDA view stays NumPy
         arr, from_host = float32_rows(value, name, width, self._device, self._device_rows)

@@ -17,11 +17,22 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import numpy as np
 import warp as wp
 
-__all__ = ["as_torch", "borrow_indices", "borrow_mask", "borrow_rows", "borrow_rows_on", "rows_view", "torch_on"]
+__all__ = [
+    "as_torch",
+    "borrow_host_rows",
+    "borrow_indices",
+    "borrow_mask",
+    "borrow_rows",
+    "borrow_rows_on",
+    "rows_view",
+    "torch_on",
+]
 
 _MAX_KEPT = 256
+_FLOAT32 = np.dtype(np.float32)
 _ARRAYS: dict[tuple, wp.array] = {}
 _DEVICES: dict[Any, wp.context.Device] = {}
 _TORCH: dict[tuple, Any] = {}
@@ -96,6 +107,22 @@ def _vector_rows(ptr: int, rows: int, row_bytes: int, dtype: Any, device: wp.con
     if rows <= 1:  # a single row's stride is arbitrary: any will do
         row_bytes = int(getattr(dtype, "_length_", 1)) * 4
     return wp.array(ptr=ptr, dtype=dtype, shape=(rows,), strides=(row_bytes,), device=device, copy=False)
+
+
+def borrow_host_rows(host: Any, dtype: Any) -> wp.array | None:
+    """A C-contiguous (M, width) float32 NumPy array as an (M,) ``dtype`` (``wp.vec3f`` / ``wp.quatf``) CPU Warp
+    array over the same memory, remembered by address and shape (``wp.array(host)`` and its ``view`` cost about
+    10 us per argument of a CPU write); ``None`` for other layouts (the caller converts them). As with tensors, the
+    array owns nothing and is used only during the call that passed ``host``."""
+    width = int(getattr(dtype, "_length_", 1))
+    if host.dtype != _FLOAT32 or host.ndim != 2 or host.shape[1] != width or not host.flags.c_contiguous:
+        return None
+    ptr = host.__array_interface__["data"][0]
+    key = (ptr, host.shape, dtype, "numpy")
+    array = _ARRAYS.get(key)
+    if array is None:
+        array = _keep(_ARRAYS, key, _vector_rows(ptr, host.shape[0], width * 4, dtype, wp.get_device("cpu")))
+    return array
 
 
 def torch_on(tensor: Any, device: wp.context.Device) -> bool:
