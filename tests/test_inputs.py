@@ -220,6 +220,27 @@ def test_torch_ids_of_one_layout_refilled_between_calls(pair: Callable, device: 
         _assert_identical(results, f"{dtype} step {step}")
 
 
+def test_numpy_data_refilled_between_calls(pair: Callable, device: str) -> None:
+    """One float32 NumPy buffer refilled in place for every write, and a new array over the same memory each other
+    call (the CPU views read such data in place, remembered by its address): each write writes what the buffer holds
+    at that call, as Warp arrays of those values do."""
+    robots, cams = pair()
+    native_robots, native_cams = pair()
+    rng = np.random.default_rng(9)
+    pos_buf = np.zeros((len(ROWS), 3), np.float32)
+    quat_buf = np.zeros((len(ROWS), 4), np.float32)
+    for step in range(4):
+        pos_buf[:] = rng.uniform(-2, 2, (len(ROWS), 3))
+        quat_buf[:] = random_quats(rng, len(ROWS))
+        p, q = (pos_buf, quat_buf) if step % 2 else (pos_buf[:], quat_buf.reshape(len(ROWS), 4))
+        native = _native(device, pos_buf.astype(np.float64), quat_buf.astype(np.float64))
+        results = []
+        for (r, c), data in (((native_robots, native_cams), native), ((robots, cams), (p, q))):
+            r.set_world_poses(*data, indices=ROWS)
+            results.append(_snapshot(r, c))
+        _assert_identical(results, f"step {step}")
+
+
 def test_as_torch_is_a_remembered_zero_copy_view(pair: Callable, device: str) -> None:
     """``fv.as_torch`` of a getter's output shares its memory, is the same tensor on the next call, and shows the
     next call's values (outputs are reused buffers)."""
