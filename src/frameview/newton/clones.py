@@ -228,11 +228,7 @@ class _Sources:
             siblings.append(label)
         self._matches: dict[str, list[tuple[str, str, list[str]]]] = {"": []}  # see _prefix_matches
         self._parent_matches: dict[str, list[tuple[str, str, list[str]]]] = {}
-        self._below_matches: dict[tuple[str, str], list[tuple[str, str]] | None] = {}  # see by_parent
-
-    def __contains__(self, label: str) -> bool:
-        """Whether ``label`` is a stage body."""
-        return label in self.bodies
+        self._below_matches: dict[tuple[str, str], list[str]] = {}  # see _below_found
 
     def by_parent(self, parent: str) -> list[tuple[str, str, str]] | None:
         """What :meth:`of` finds for any label below ``parent``, as ``(clone root, source root, prefix)``: the label
@@ -245,20 +241,13 @@ class _Sources:
         anchor = parent.rpartition("/")[0]
         while anchor not in befores:
             anchor = anchor.rpartition("/")[0]
-        above = self._matches.get(anchor)
-        if above is None:
-            above = self._prefix_matches(anchor)
-        if not above:  # no match above the anchor: the envs' parents share one answer
+        if not self._prefix_matches(anchor):  # no match above the anchor: the envs' parents share one answer
             end = parent.find("/", len(anchor) + 1)
             rest = "" if end == -1 else parent[end:]
-            known = self._below_matches.get((anchor, rest), _UNSEEN)
-            if known is _UNSEEN:  # what _parent_matches_of finds below the anchor, as by_parent answers it
-                found = [p for q in self._below.get(anchor, ()) if (p := q + rest) in self._siblings]
-                known = [(p[: len(p) - len(rest)], p + "/") for p in found] if len(found) < 2 else None
-                self._below_matches[(anchor, rest)] = known
-            if known is None:
+            found = self._below_found(anchor, rest)
+            if len(found) > 1:
                 return None
-            return [(parent if end == -1 else parent[:end], root, prefix) for root, prefix in known]
+            return [(parent if end == -1 else parent[:end], p[: len(p) - len(rest)], p + "/") for p in found]
         out = []
         for clone, after, parents in self._parent_matches_of(parent):
             if len(parents) > 1:
@@ -302,11 +291,20 @@ class _Sources:
         if suffix:  # the component below the anchor
             end = suffix.find("/", 1)
             rest = "" if end == -1 else suffix[end:]
-            found = [p for q in self._below.get(anchor, ()) if (p := q + rest) in siblings]
+            found = self._below_found(anchor, rest)
             if found:
                 matches.append((anchor + (suffix if end == -1 else suffix[:end]), rest, found))
         self._parent_matches[parent] = matches
         return matches
+
+    def _below_found(self, anchor: str, rest: str) -> list[str]:
+        """The stage-body parents ``q + rest`` for the paths ``q`` of :attr:`_befores` just below ``anchor``: the
+        matches in the component below the anchor, the same for every env's parent (remembered)."""
+        found = self._below_matches.get((anchor, rest))
+        if found is None:
+            found = [p for q in self._below.get(anchor, ()) if (p := q + rest) in self._siblings]
+            self._below_matches[(anchor, rest)] = found
+        return found
 
     def _prefix_matches(self, path: str) -> list[tuple[str, str, list[str]]]:
         """As :meth:`_parent_matches_of`, for the paths of :attr:`_befores` (prefixes of stage bodies' parents),
