@@ -78,7 +78,7 @@ def test_borrowed_host_views_read_the_array_passed() -> None:
     import gc
     import weakref
 
-    from frameview._core.host import borrow_host
+    from frameview._core.interop import borrow_host
 
     rng = np.random.default_rng(5)
     base = wp.array(rng.normal(size=(9, 6)).astype(np.float32), dtype=wp.float32, device="cpu")

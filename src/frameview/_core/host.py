@@ -12,13 +12,12 @@ captures to end, which a plain ``wp.synchronize*`` on another thread does not (W
 
 from __future__ import annotations
 
-import ctypes
 import threading
 
 import numpy as np
 import warp as wp
 
-__all__ = ["borrow_host", "to_numpy"]
+__all__ = ["to_numpy"]
 
 CAPTURE_LOCK = threading.RLock()
 """Held while a view captures its own CUDA graph, and by frameview's host waits. Warp refuses to synchronise a
@@ -53,32 +52,3 @@ def to_numpy(array: wp.array) -> np.ndarray:
         wp.copy(host, array, stream=stream)
         wp.synchronize_stream(stream)
     return host.numpy()
-
-
-_MAX_BORROWED = 256
-_BORROWED: dict[tuple, np.ndarray] = {}
-
-
-def borrow_host(array: wp.array) -> np.ndarray:
-    """A NumPy view of a CPU Warp array's memory, as ``array.numpy()`` shapes it, for use during the call that was
-    passed ``array`` only: it owns nothing (it never keeps the array alive) and is remembered by address, shape,
-    strides and dtype, since ``array.numpy()`` costs about 2 us of host time per call (a writer scope's checks on
-    the CPU read four arrays per write). If the address was freed and reused by another array of the same layout,
-    the view reads that array, which is the one passed. Copy what must outlive the call.
-
-    Args:
-        array: A Warp array on the CPU.
-    """
-    key = (array.ptr, array.shape, array.strides, array.dtype)
-    view = _BORROWED.get(key)
-    if view is None:
-        shaped = array.numpy()  # the shape, strides and dtype of the view (it holds ``array``: not kept)
-        if not array.ptr or not shaped.size:
-            return shaped
-        span = sum((n - 1) * abs(s) for n, s in zip(shaped.shape, shaped.strides, strict=True)) + shaped.itemsize
-        memory = (ctypes.c_char * span).from_address(array.ptr)  # owns nothing
-        view = np.ndarray(shaped.shape, dtype=shaped.dtype, buffer=memory, strides=shaped.strides)
-        if len(_BORROWED) >= _MAX_BORROWED:
-            _BORROWED.clear()
-        _BORROWED[key] = view
-    return view

@@ -9,11 +9,13 @@ only during the call that passed the tensor, when the tensor's memory is the cal
 reused by another tensor of the same layout, the array reads that tensor, which is the one passed.
 
 Column slices of a wider tensor (``root_state[:, 3:7]``) need no copy: a row-strided 1-D ``wp.vec3f`` / ``wp.quatf``
-array reads them in place.
+array reads them in place. The same rule serves CPU views: NumPy rows as Warp arrays (:func:`borrow_host_rows`) and
+CPU Warp arrays as NumPy (:func:`borrow_host`), each remembered by layout and owning nothing.
 """
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from typing import Any
 
@@ -22,6 +24,7 @@ import warp as wp
 
 __all__ = [
     "as_torch",
+    "borrow_host",
     "borrow_host_rows",
     "borrow_indices",
     "borrow_mask",
@@ -34,6 +37,7 @@ __all__ = [
 _MAX_KEPT = 256
 _FLOAT32 = np.dtype(np.float32)
 _ARRAYS: dict[tuple, wp.array] = {}
+_BORROWED: dict[tuple, np.ndarray] = {}
 _DEVICES: dict[Any, wp.context.Device] = {}
 _TORCH: dict[tuple, Any] = {}
 
@@ -107,6 +111,29 @@ def _vector_rows(ptr: int, rows: int, row_bytes: int, dtype: Any, device: wp.con
     if rows <= 1:  # a single row's stride is arbitrary: any will do
         row_bytes = int(getattr(dtype, "_length_", 1)) * 4
     return wp.array(ptr=ptr, dtype=dtype, shape=(rows,), strides=(row_bytes,), device=device, copy=False)
+
+
+def borrow_host(array: wp.array) -> np.ndarray:
+    """A NumPy view of a CPU Warp array's memory, as ``array.numpy()`` shapes it, for use during the call that was
+    passed ``array`` only: it owns nothing (it never keeps the array alive) and is remembered by address, shape,
+    strides and dtype, since ``array.numpy()`` costs about 2 us of host time per call (a writer scope's checks on
+    the CPU read four arrays per write). If the address was freed and reused by another array of the same layout,
+    the view reads that array, which is the one passed. Copy what must outlive the call.
+
+    Args:
+        array: A Warp array on the CPU.
+    """
+    key = (array.ptr, array.shape, array.strides, array.dtype)
+    view = _BORROWED.get(key)
+    if view is None:
+        shaped = array.numpy()  # the shape, strides and dtype of the view (it holds ``array``: not kept)
+        if not array.ptr or not shaped.size:
+            return shaped
+        span = sum((n - 1) * abs(s) for n, s in zip(shaped.shape, shaped.strides, strict=True)) + shaped.itemsize
+        memory = (ctypes.c_char * span).from_address(array.ptr)  # owns nothing
+        view = np.ndarray(shaped.shape, dtype=shaped.dtype, buffer=memory, strides=shaped.strides)
+        _keep(_BORROWED, key, view)
+    return view
 
 
 def borrow_host_rows(host: Any, dtype: Any) -> wp.array | None:

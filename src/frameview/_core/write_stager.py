@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import warp as wp
 
-from .host import borrow_host, to_numpy
+from .host import to_numpy
+from .interop import borrow_host
 from .rows import ALL, MASK, Rows
 from .values import check_host_rows
 
