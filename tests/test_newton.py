@@ -14,7 +14,15 @@ import sys
 import numpy as np
 import pytest
 import warp as wp
-from helpers import assert_quats_close, decompose_all, has_shear, quat_to_rotation, random_quats, rotation_to_quat
+from helpers import (
+    assert_quats_close,
+    decompose_all,
+    has_shear,
+    quat_to_rotation,
+    random_quats,
+    rotation_to_quat,
+    xform_cache_local,
+)
 from newton_helpers import falling_model, falling_stage, newton_module, rigid_pose
 from pxr import Gf, Usd, UsdGeom, UsdPhysics
 
@@ -326,6 +334,44 @@ def test_indexed_and_masked_reads(scene: dict, device: str) -> None:
     mask = np.array([True, False, False, True])
     out = view.get_world_poses(mask=mask)[0].numpy()
     np.testing.assert_array_equal(out[mask], full[mask])
+
+
+
+def test_local_reads_of_every_row_and_of_rows_agree_with_usd(newton, device: str) -> None:
+    """Local poses of mounts (right below their bodies: the cached offsets) and cameras (below a mount: their local
+    matrices) in one view, under scaled and mirrored mounts: the full read (its own launch), indexed and masked reads
+    all match pxr's local matrices decomposed in float64, before and after a local write of random poses."""
+    stage = falling_stage(N)
+    for i, scale in enumerate(MOUNT_SCALES):
+        UsdGeom.Xformable(stage.GetPrimAtPath(f"/World/envs/env_{i}/Body/Mount")).AddScaleOp().Set(Gf.Vec3f(*scale))
+    model = falling_model(stage, device)
+    sim = {"state": model.state()}
+    view = fv.NewtonFrameView([MOUNTS, CAMERAS], stage=stage, model=model, state=lambda: sim["state"])
+    p, q, _s = decompose_all(xform_cache_local(stage, view.prim_paths))
+    rng = np.random.default_rng(3)
+    sim["state"].body_q.assign(  # local reads never depend on the bodies
+        np.concatenate([rng.uniform(-3, 3, (N, 3)), random_quats(rng, N)], axis=1).astype(np.float32)
+    )
+
+    def check(p: np.ndarray, q: np.ndarray) -> None:
+        pos, quat = view.get_local_poses()
+        np.testing.assert_allclose(pos.numpy(), p, atol=POS_ATOL)
+        assert_quats_close(quat.numpy(), q, atol=QUAT_ATOL)
+        rows = [5, 0, 7, 2]
+        pos, quat = view.get_local_poses(wp.array(rows, dtype=wp.int32, device=device))
+        np.testing.assert_allclose(pos.numpy(), p[rows], atol=POS_ATOL)
+        assert_quats_close(quat.numpy(), q[rows], atol=QUAT_ATOL)
+        mask = np.arange(view.count) % 3 != 1
+        pos, quat = view.get_local_poses(mask=mask)
+        np.testing.assert_allclose(pos.numpy()[mask], p[mask], atol=POS_ATOL)
+        assert_quats_close(quat.numpy()[mask], q[mask], atol=QUAT_ATOL)
+
+    check(p, q)
+    new_p = rng.uniform(-1, 1, (view.count, 3)).astype(np.float32)
+    new_q = random_quats(rng, view.count).astype(np.float32)
+    view.set_local_poses(new_p, new_q)
+    check(new_p, new_q)
+    view.close()
 
 
 # ---------------------------------------------------------------- frames, bodies and errors

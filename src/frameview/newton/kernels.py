@@ -37,6 +37,7 @@ from ..kernels.transforms import (
 __all__ = [
     "NO_OFFSET",
     "commit_writes",
+    "read_local_poses_all",
     "read_poses",
     "read_scales",
     "refresh_offsets",
@@ -161,19 +162,10 @@ def _is_identity(m: wp.mat44d):
 
 
 @wp.func
-def _frame_pose(offset_pose: wp.transformf, b: int, body_q: wp.array(dtype=wp.transformf), offset: wp.quatf,
-                sign: float):  # fmt: skip
-    """Float32 world position and xyzw orientation of a frame whose shear-free pose relative to body ``b`` (-1: the
-    world) is ``offset_pose`` (:func:`refresh_offsets`; unit rotation), the orientation times ``offset``.
-
-    The body's pose is rigid, so the frame's pose is the product of two rigid transforms: no matrix, no
-    decomposition, in float32 as the body's pose is stored (against composing in float64 the positions differ by
-    rounding only; ``perf/bench_newton.py`` checks its reads against float64 truth). ``sign`` 0 returns ``w >= 0``;
-    +1 or -1 keeps the product's sign times ``sign`` (Isaac Lab's Newton view returns the product's sign: the adapter
-    passes the sign that aligns the cached offset with Isaac Lab's)."""
-    x = offset_pose
-    if b >= 0:
-        x = body_q[b] * x
+def _signed_pose(x: wp.transformf, offset: wp.quatf, sign: float):
+    """Float32 position and xyzw orientation of the rigid transform ``x``, the orientation times ``offset``. ``sign``
+    0 returns ``w >= 0``; +1 or -1 keeps the product's sign times ``sign`` (Isaac Lab's Newton view returns the
+    product's sign: the adapter passes the sign that aligns the cached offset with Isaac Lab's)."""
     q = wp.transform_get_rotation(x)
     if offset[3] != 1.0:  # not the identity (a unit quaternion with w == 1)
         q = q * offset
@@ -183,6 +175,33 @@ def _frame_pose(offset_pose: wp.transformf, b: int, body_q: wp.array(dtype=wp.tr
     else:
         q = q * sign
     return wp.transform_get_translation(x), q
+
+
+@wp.func
+def _frame_pose(offset_pose: wp.transformf, b: int, body_q: wp.array(dtype=wp.transformf), offset: wp.quatf,
+                sign: float):  # fmt: skip
+    """Float32 world position and xyzw orientation of a frame whose shear-free pose relative to body ``b`` (-1: the
+    world) is ``offset_pose`` (:func:`refresh_offsets`; unit rotation), the orientation times ``offset``, signed as
+    :func:`_signed_pose` signs it.
+
+    The body's pose is rigid, so the frame's pose is the product of two rigid transforms: no matrix, no
+    decomposition, in float32 as the body's pose is stored (against composing in float64 the positions differ by
+    rounding only; ``perf/bench_newton.py`` checks its reads against float64 truth)."""
+    x = offset_pose
+    if b >= 0:
+        x = body_q[b] * x
+    return _signed_pose(x, offset, sign)
+
+
+@wp.func
+def _local_pose(n: int, local: wp.array(dtype=wp.mat44d), offsets: wp.array(dtype=wp.transformf),
+                sheared: wp.array(dtype=wp.int32), offset: wp.quatf, sign: float):  # fmt: skip
+    """Float32 local position and xyzw orientation of frame ``n`` (orientation times ``offset``): its cached offset
+    when its USD parent is its body or the world (signed by :func:`_signed_pose`), else its local matrix
+    decomposed (``w >= 0``)."""
+    if (sheared[n] & _DIRECT) != 0:
+        return _signed_pose(offsets[n], offset, sign)
+    return pose_of(local[n], offset)
 
 
 # ---------------------------------------------------------------- kernels
@@ -277,16 +296,38 @@ def read_poses(
     if signs.shape[0] > 0:
         sign = signs[i]
     if world == 0:
-        if (sheared[n] & _DIRECT) != 0:  # its USD parent is its body (or the world): the cached offset
-            p, q = _frame_pose(offsets[n], -1, body_q, offset, sign)
-        else:
-            p, q = pose_of(local[n], offset)
+        p, q = _local_pose(n, local, offsets, sheared, offset, sign)
     elif (sheared[n] & _SHEARED) != 0:  # rare: the world matrix itself, decomposed as on every other backend
         p, q = pose_of(_world_matrix(n, local, chain, anchor, body, body_q), offset)
     else:
         p, q = _frame_pose(offsets[n], body[n], body_q, offset, sign)
     pos_out[k] = p
     quat_out[k] = q
+
+
+@wp.kernel(enable_backward=False)
+def read_local_poses_all(
+    # inputs
+    local: wp.array(dtype=wp.mat44d),
+    offsets: wp.array(dtype=wp.transformf),
+    sheared: wp.array(dtype=wp.int32),
+    view_node: wp.array(dtype=wp.int32),
+    offset: wp.quatf,
+    signs: wp.array(dtype=wp.float32),
+    # outputs
+    pos_out: wp.array(dtype=wp.vec3f),
+    quat_out: wp.array(dtype=wp.quatf),
+):
+    """:func:`read_poses`' local read of every view row, one thread per row: no row selection, no body state (a full
+    read takes no index to check). Its own kernel because its few arguments keep a CPU thread cheap: on the CPU each
+    row calls the kernel body, which loads every argument a branch may use."""
+    i = wp.tid()
+    sign = float(0.0)
+    if signs.shape[0] > 0:
+        sign = signs[i]
+    p, q = _local_pose(view_node[i], local, offsets, sheared, offset, sign)
+    pos_out[i] = p
+    quat_out[i] = q
 
 
 @wp.kernel(enable_backward=False)

@@ -30,13 +30,21 @@ except ImportError as exc:  # newton and usd-core are the optional extra framevi
 from .._core.launch import OffsetKeys, address
 from .._core.launch_caches import LaunchCache
 from .._core.quat_order import check_quat_order, wxyz_outputs
-from .._core.rows import INDEXED, MASK, Rows
+from .._core.rows import ALL, INDEXED, MASK, Rows
 from ..base import BaseFrameView
 from ..kernels.requests import WriteRequests
 from .clones import StageListing
 from .engine import NewtonEngine
 from .frames import FrameStore, frame_store
-from .kernels import NO_OFFSET, commit_writes, read_poses, read_scales, solve_writes, stage_rows
+from .kernels import (
+    NO_OFFSET,
+    commit_writes,
+    read_local_poses_all,
+    read_poses,
+    read_scales,
+    solve_writes,
+    stage_rows,
+)
 from .mirror import MirrorRows
 
 __all__ = ["NewtonFrameView"]
@@ -300,6 +308,11 @@ class NewtonFrameView(BaseFrameView):
         name = ("poses", world, rows.kind, rows.checked, offset_key is None)
         key = (*self._launch_rows_key(rows), body_q.ptr, pos_out.ptr, quat_out.ptr, offset_key, self._quat_signs.ptr)
         store = self._store
+        if not world and rows.kind == ALL:  # a full local read: the lean kernel (no rows to select or check)
+            self._launches.run(name, key, lambda: [(read_local_poses_all, rows.count, [
+                store.local, store.offset, store.sheared, self._view_node, offset, self._quat_signs, pos_out, quat_out,
+            ])])  # fmt: skip  (nothing in it can fail: no status to publish)
+            return
         self._launches.run(name, key, lambda: [(read_poses, rows.count, [
             store.local, store.chain, store.anchor, store.body, store.offset, store.sheared, body_q,
             *self._rows_params(rows), int(world), offset, self._quat_signs,
