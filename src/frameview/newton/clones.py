@@ -56,10 +56,16 @@ class CloneTree:
         self._pairs: dict[str, list[tuple[int, str, str, list[tuple[int, str]]]]] = {}  # see pairs_of
         # the labels by parent (one listing, one match per parent: an env's bodies share theirs), in label order
         by_parent: dict[str, list[tuple[int, str]]] = {}
+        last: str | None = None  # the labels of one parent come in a run (a builder adds an env's bodies in turn)
+        group: list[tuple[int, str]] = []
         for k, label in enumerate(dict.fromkeys(labels)):
             parent, slash, name = label.rpartition("/")
-            if slash:
-                by_parent.setdefault(parent, []).append((k, name))
+            if not slash:
+                continue
+            if parent != last:
+                last, found = parent, by_parent.get(parent)
+                group = by_parent[parent] = [] if found is None else found
+            group.append((k, name))
         stage_bodies: list[tuple[int, str]] = []
         missing: dict[str, list[tuple[int, str]]] = {}
         for parent, names in by_parent.items():
@@ -139,6 +145,11 @@ class CloneTree:
                 "component each): author its prims on the stage, or leave the ambiguous envs out of the pattern"
             )
         return clone
+
+    def root_of(self, path: str) -> str | None:
+        """The clone root at or above ``path`` (ambiguous or not), or None; remembered per path."""
+        clone = self._clone_root(path)
+        return clone if isinstance(clone, str) or clone is None else clone[0]
 
     def _clone_root(self, path: str) -> tuple[str, str] | str | None:
         """:meth:`clone_of`, or the ambiguous clone root above ``path`` (a str); remembered per path."""
@@ -351,6 +362,11 @@ class StageListing:
         if every is _UNSEEN:
             every = self._list(path)
         return not every
+
+    def below_bare(self, path: str, root: str) -> bool:
+        """Whether ``path`` lies strictly below ``root`` and no prim lies below ``root`` (then ``path`` is not valid:
+        answered from ``root``'s listing, without listing the parents in between)."""
+        return path != root and self.empty(root)
 
     def valid(self, path: str) -> bool:
         """``GetPrimAtPath(path).IsValid()``."""

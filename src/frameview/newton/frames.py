@@ -129,6 +129,10 @@ class _SourceReads:
         costs a parse: the frames of cloned envs ask about thousands of such paths, below a few parents each)."""
         return self._listing.valid(path)
 
+    def below_bare(self, path: str, root: str) -> bool:
+        """:meth:`StageListing.below_bare`: ``path`` is strictly below ``root``, which has nothing below it."""
+        return self._listing.below_bare(path, root)
+
     def local(self, path: str) -> tuple[np.ndarray, bool]:
         """The prim's local matrix (float64, row-vector) and whether it resets the xform stack."""
         local = self._local.get(path)
@@ -231,11 +235,15 @@ class FrameStore:
             return resolve_prim_paths(prim_path, self.stage)
         paths = resolve_prim_paths(prim_path, tree)
         for path in paths:
-            if path not in self.index and not listing.valid(path):
-                clone = tree.clone_of(path)
-                if clone is not None:
-                    self._clones[path] = clone
-                    self._clone_trees.setdefault(clone[0], tree)
+            if path in self.index:
+                continue
+            root = tree.root_of(path)
+            if root is None or (not listing.below_bare(path, root) and listing.valid(path)):
+                continue  # below no clone root, or the stage's own prim
+            clone = tree.clone_of(path)  # raises below an ambiguous clone root
+            if clone is not None:
+                self._clones[path] = clone
+                self._clone_trees.setdefault(clone[0], tree)
         return paths
 
     def _place_clones(self) -> None:
@@ -296,7 +304,7 @@ class FrameStore:
             path = self.paths[n]
             source = self.source_path(path)
             resolved.append(self._resolve(path, source, reads.prim(source), reads, index))
-        local = np.array([reads.local(source)[0] for source in sources])
+        local = _stacked([reads.local(source)[0] for source in sources])
         # commit (host)
         self.paths.extend(new)
         self.index = index
@@ -308,7 +316,7 @@ class FrameStore:
         anchors, bodies, chains = zip(*resolved, strict=True)
         self._anchor[rows] = anchors
         self._body[rows] = bodies
-        self._chain[rows] = np.array(chains)
+        self._chain[rows] = _stacked(chains)
         # an anchored node rides on its anchor's body: resolve top-down (an anchor is always a shallower path)
         anchored = rows[self._anchor[rows] >= 0]
         for n in sorted(anchored.tolist(), key=lambda n: self.paths[n].count("/")):
@@ -318,7 +326,10 @@ class FrameStore:
         # commit (device)
         if total > self._capacity:
             self._allocate(max(total, 2 * self._capacity))
-        wp.copy(self.local, wp.array(local, dtype=wp.mat44d, device="cpu"), dest_offset=first, count=len(new))
+        if self.device.is_cpu:  # the store's own memory: written in place
+            self.local.numpy()[first:total] = local
+        else:
+            wp.copy(self.local, wp.array(local, dtype=wp.mat44d, device="cpu"), dest_offset=first, count=len(new))
         self._upload()
         self.offsets_stale = True
 
@@ -375,7 +386,8 @@ class FrameStore:
                     world = np.array(cache.GetLocalToWorldTransform(reads.prim(parent_path)), dtype=np.float64)
                     return -1, -1, chain @ world @ self._clone_placement(frame, prim, clone)
                 path = clone[0] + path[len(clone[1]) :]
-                if reads.exists(path):  # the env's own prim is on the stage (an env Xform): the stage from here up
+                if not reads.below_bare(path, clone[0]) and reads.exists(path):
+                    # the env's own prim is on the stage (an env Xform): the stage from here up
                     parent_path, clone = path, None
             node = index.get(path)
             if node is not None:
@@ -444,10 +456,8 @@ class FrameStore:
         """Warn when a body's initial pose in the model is not its USD pose (frames are placed by the latter)."""
         if self._initial_body_q is None:
             return
-        for b in bodies.tolist():
-            rigid = self._body_rigid.get(b)
-            if rigid is None:
-                continue
+        for b in sorted(self._body_rigid.keys() & set(bodies.tolist())):  # a clone's USD pose is its source's
+            rigid = self._body_rigid[b]
             x = self._initial_body_q[b].astype(np.float64)
             rot = _quat_rows(x[3:7])
             err = max(np.abs(x[:3] - rigid[3, :3]).max(), np.abs(rot - rigid[:3, :3]).max())
@@ -491,6 +501,17 @@ class FrameStore:
         wp.copy(self.anchor, wp.array(self._anchor, dtype=wp.int32, device=host), count=n)
         wp.copy(self.body, wp.array(self._body, dtype=wp.int32, device=host), count=n)
         wp.copy(self.chain, wp.array(self._chain, dtype=wp.mat44d, device=host), count=n)
+
+
+def _stacked(matrices: list[np.ndarray]) -> np.ndarray:
+    """``np.array(matrices)``, each distinct array object converted once (the frames of cloned envs share their
+    source's local matrix and their body's scale)."""
+    first: dict[int, int] = {}
+    rows = [first.setdefault(id(m), len(first)) for m in matrices]
+    if len(first) == len(matrices):
+        return np.array(matrices)
+    distinct = list({id(m): m for m in matrices}.values())
+    return np.array(distinct)[np.array(rows, dtype=np.intp)]
 
 
 def _has_ancestor_in(path: str, paths: set[str]) -> bool:
