@@ -118,11 +118,11 @@ def random_body_q(model, seed: int = 3) -> np.ndarray:
     return np.concatenate([rng.uniform(-5.0, 5.0, size=(n, 3)), q], axis=1).astype(np.float32)
 
 
-def expected_worlds(stage: Usd.Stage, model, body_q: np.ndarray, frame: str, envs) -> np.ndarray:
-    """World matrices of ``frame`` in each of ``envs``: env_0's offset from the body (pxr, float64), then the env's
-    ``body_q`` (float64)."""
+def expected_worlds(stage: Usd.Stage, model, body_q: np.ndarray, frame: str, envs, body: str = "") -> np.ndarray:
+    """World matrices of ``frame`` in each of ``envs``: env_0's offset from the body (``FRAMES[frame]`` unless given;
+    pxr, float64), then the env's ``body_q`` (float64)."""
     cache = UsdGeom.XformCache(Usd.TimeCode.Default())
-    body = FRAMES[frame]
+    body = body or FRAMES[frame]
     src = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath(f"/World/envs/env_0/{frame}")))
     body_usd = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath(f"/World/envs/env_0/{body}")))
     offset = src @ np.linalg.inv(pose_matrix(*rigid_pose(body_usd)))
@@ -179,6 +179,28 @@ def test_one_cloned_env_by_a_literal_path_and_a_list(cloned: dict) -> None:
     assert view.prim_paths == tuple(paths)
     assert_poses(view, expected_worlds(stage, model, cloned["body_q"], "Robot/Arm/Tool/Tip", [10, 0]))
 
+
+
+def test_a_later_view_reads_the_stage_as_edited_since_the_first(cloned: dict) -> None:
+    """The views of one model share the stage's listing until the stage changes: a frame authored in env_0 after the
+    first view is found in every env by the next view, and a prim removed since is no longer found."""
+    stage, model, state = cloned["stage"], cloned["model"], cloned["state"]
+    first = fv.NewtonFrameView("/World/envs/env_.*/Robot/Camera", stage=stage, model=model, state=state)
+    store = first._store
+    listing = store.listing()
+    fv.NewtonFrameView("/World/envs/env_.*/Robot/Mount/Sensor", stage=stage, model=model, state=state)
+    assert store.listing() is listing  # the stage unchanged: listed once
+    probe = UsdGeom.Xform.Define(stage, "/World/envs/env_0/Robot/Probe")
+    probe.AddTranslateOp().Set(Gf.Vec3d(0.0, 0.3, -0.1))
+    probe.AddRotateYOp().Set(25.0)
+    assert store.listing() is not listing
+    view = fv.NewtonFrameView("/World/envs/env_.*/Robot/Probe", stage=stage, model=model, state=state)
+    assert view.prim_paths == tuple(f"/World/envs/env_{i}/Robot/Probe" for i in range(ENVS))
+    assert_poses(view, expected_worlds(stage, model, cloned["body_q"], "Robot/Probe", range(ENVS), body="Robot"))
+    fv.NewtonFrameView("/World/envs/env_.*/Marker", stage=stage, model=model, state=state)  # listed again
+    stage.RemovePrim("/World/envs/env_0/Marker")
+    with pytest.raises(ValueError, match="matched no prim"):
+        fv.NewtonFrameView("/World/envs/env_.*/Marker", stage=stage, model=model, state=state)
 
 def test_writes_to_a_cloned_frame_move_that_env_only(cloned: dict) -> None:
     stage, model, state = cloned["stage"], cloned["model"], cloned["state"]

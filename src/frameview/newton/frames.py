@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 import warp as wp
-from pxr import Usd, UsdGeom, UsdPhysics
+from pxr import Tf, Usd, UsdGeom, UsdPhysics
 
 from ..paths import resolve_prim_paths
 from .clones import CloneTree, StageListing, rigid_placements
@@ -206,6 +206,35 @@ class FrameStore:
         self.local = self.chain = self.anchor = self.body = self.req_row = wp.empty(0, dtype=wp.int32)
         self.offset = self.sheared = self.local
         self._allocate(16)
+        # the stage's listing and clone tree, kept for the next view while the stage does not change: any change
+        # notice of the stage drops them (see listing())
+        self._listed: tuple[StageListing, CloneTree | None] | None = None
+        self._on_stage_change = _forget_listing(self)  # Tf holds its Python callbacks weakly: kept here
+        self._stage_listener = Tf.Notice.Register(Usd.Notice.ObjectsChanged, self._on_stage_change, stage)
+
+    def listing(self) -> StageListing:
+        """The stage's prims as one view build reads them (:class:`~.clones.StageListing`): the same listing, and
+        the clone tree made over it, for every build until the stage changes (``Usd.Notice.ObjectsChanged``; an
+        attribute value change counts too), then a new one. Views of one model share what the first one listed, as
+        Isaac Lab's views share its clone plan."""
+        listed = self._listed
+        if listed is None:
+            listed = self._listed = (StageListing(self.stage), None)
+        return listed[0]
+
+    def _tree(self, listing: StageListing) -> CloneTree:
+        """The clone tree over ``listing``, made once per listing."""
+        listed = self._listed
+        if listed is not None and listed[0] is listing and listed[1] is not None:
+            return listed[1]
+        tree = CloneTree(listing, self._labels)
+        if listed is not None and listed[0] is listing:
+            self._listed = (listing, tree)
+        return tree
+
+    def forget_listing(self) -> None:
+        """Drop the kept listing and clone tree (the stage changed)."""
+        self._listed = None
 
     @property
     def count(self) -> int:
@@ -223,14 +252,14 @@ class FrameStore:
 
         Args:
             prim_path: As :func:`frameview.resolve_prim_paths`.
-            listing: The stage's prims for this build, shared with :meth:`add` (made here when None).
+            listing: The stage's prims for this build, shared with :meth:`add` (:meth:`listing` when None).
 
         Raises:
             ValueError: As :func:`frameview.resolve_prim_paths`; or the pattern reaches a clone with several
                 candidate sources on the stage.
         """
-        listing = StageListing(self.stage) if listing is None else listing
-        tree = CloneTree(listing, self._labels)
+        listing = self.listing() if listing is None else listing
+        tree = self._tree(listing)
         if not tree.prefixes and not tree.ambiguous:
             return resolve_prim_paths(prim_path, self.stage)
         paths = resolve_prim_paths(prim_path, tree)
@@ -271,7 +300,7 @@ class FrameStore:
         """
         new = [p for p in dict.fromkeys(paths) if p not in self.index]
         if new:
-            self._insert(new, StageListing(self.stage) if listing is None else listing)
+            self._insert(new, self.listing() if listing is None else listing)
         return np.array([self.index[p] for p in paths], dtype=np.int32)
 
     # ---------------------------------------------------------------- building nodes
@@ -501,6 +530,19 @@ class FrameStore:
         wp.copy(self.anchor, wp.array(self._anchor, dtype=wp.int32, device=host), count=n)
         wp.copy(self.body, wp.array(self._body, dtype=wp.int32, device=host), count=n)
         wp.copy(self.chain, wp.array(self._chain, dtype=wp.mat44d, device=host), count=n)
+
+
+def _forget_listing(store: FrameStore) -> Any:
+    """The change-notice callback of ``store``'s stage: drops its kept listing (holds the store weakly, so that the
+    stage's listener never keeps a store alive)."""
+    ref = weakref.ref(store)
+
+    def changed(_notice: Any, _stage: Any) -> None:
+        live = ref()
+        if live is not None:
+            live.forget_listing()
+
+    return changed
 
 
 def _stacked(matrices: list[np.ndarray]) -> np.ndarray:

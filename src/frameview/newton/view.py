@@ -33,7 +33,6 @@ from .._core.quat_order import check_quat_order, wxyz_outputs
 from .._core.rows import ALL, INDEXED, MASK, Rows
 from ..base import BaseFrameView
 from ..kernels.requests import WriteRequests
-from .clones import StageListing
 from .engine import NewtonEngine
 from .frames import FrameStore, frame_store
 from .kernels import (
@@ -158,7 +157,7 @@ class NewtonFrameView(BaseFrameView):
         store = frame_store(model, stage)
         self._lock = store.lock  # BaseFrameView runs every public call under it: one lock per model and stage
         with store.lock, _collection_paused():
-            listing = StageListing(stage)  # one listing of the stage's prims for the whole build
+            listing = store.listing()  # the stage's prims, listed once while the stage does not change
             paths = store.resolve(prim_path, listing)  # the stage's prims, and the cloned envs' in Newton only
             nodes = store.add(paths, listing)
         super().__init__(prim_path, paths, device=device, quat_order=quat_order)
