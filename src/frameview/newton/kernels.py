@@ -399,6 +399,7 @@ def solve_writes(
     chain: wp.array(dtype=wp.mat44d),
     anchor: wp.array(dtype=wp.int32),
     body: wp.array(dtype=wp.int32),
+    flags: wp.array(dtype=wp.int32),
     body_q: wp.array(dtype=wp.transformf),
     view_node: wp.array(dtype=wp.int32),
     count: int,
@@ -453,7 +454,9 @@ def solve_writes(
             if rr >= 0:
                 loc, _st = solve_request(loc, above, rr, req)
             w = loc @ above
-        pw = chain[n] @ w
+        pw = w
+        if (flags[n] & _DIRECT) == 0:  # a frame right below its body has the identity chain: no product
+            pw = chain[n] @ w
     m, status = solve_request(local[n], pw, k, req)
     report_solve(status_out, k, status)
     local_out[k] = m
@@ -494,11 +497,14 @@ def commit_writes(
     if status[0] == _STATUS_OK:
         m = new_local[k]
         local_out[n] = m
-        if refresh != 0:
+        if refresh != 0:  # refreshed here only when no frame is anchored
             direct = int(0)
-            if _is_identity(chain[n]):  # refreshed here only when no frame is anchored
+            offset_m = m
+            if (sheared_out[n] & _DIRECT) != 0:  # its identity chain, known since the node was added
                 direct = 1
-            _cache_offset(n, m @ chain[n], direct, body, offsets_out, sheared_out)
+            else:
+                offset_m = m @ chain[n]
+            _cache_offset(n, offset_m, direct, body, offsets_out, sheared_out)
             if signs_out.shape[0] > 0 and req.in_world != 0 and req.set_quat != 0:
                 # reads signed per row (:func:`read_poses`' ``signs``): the orientation written reads back with
                 # the sign written (as Isaac Lab's Newton view stores inv(body) * written)

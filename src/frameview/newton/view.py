@@ -383,8 +383,8 @@ class NewtonFrameView(BaseFrameView):
             signs = self._quat_signs if not anchored else self._no_signs
             steps = [
                 (solve_writes, rows.count, [
-                    store.local, store.chain, store.anchor, store.body, body_q, *rows_params, store.req_row,
-                    request, int(not anchored), new_local, status,
+                    store.local, store.chain, store.anchor, store.body, store.sheared, body_q, *rows_params,
+                    store.req_row, request, int(not anchored), new_local, status,
                 ]),
                 (commit_writes, rows.count, [
                     new_local, *rows_params, status, int(not anchored), store.chain, store.body, body_q, request,
