@@ -228,7 +228,7 @@ class FrameStore:
         if listed is not None and listed[0] is listing and listed[1] is not None:
             return listed[1]
         tree = CloneTree(listing, self._labels)
-        if listed is not None and listed[0] is listing:
+        if listed is not None and listed[0] is listing and self._listed is listed:  # not dropped meanwhile
             self._listed = (listing, tree)
         return tree
 
