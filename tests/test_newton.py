@@ -310,6 +310,49 @@ def test_a_mount_and_its_camera_in_one_world_write(scene: dict, device: str) -> 
     assert_quats_close(got_q.numpy(), q, atol=QUAT_ATOL)
 
 
+@pytest.mark.parametrize("parts", ["both", "pos", "quat"])
+def test_world_writes_on_scaled_and_mirrored_mounts(newton, device: str, parts: str) -> None:
+    """World writes of mounts right below their bodies (uniform, non-uniform, mirroring and one-axis scales), on
+    bodies at random poses: each mount's world matrix becomes ``diag(s) R(q)`` at the position written, ``s`` its
+    local scale with the mirror on x (kept), a component not written kept; the cameras below follow. Truth in
+    float64: the mount's local matrix from pxr before the write, the cameras' from pxr, the bodies' poses."""
+    stage = falling_stage(N)
+    mounts_paths = [f"/World/envs/env_{i}/Body/Mount" for i in range(N)]
+    for path, scale in zip(mounts_paths, MOUNT_SCALES, strict=True):
+        UsdGeom.Xformable(stage.GetPrimAtPath(path)).AddScaleOp().Set(Gf.Vec3f(*scale))
+    model = falling_model(stage, device)
+    sim = {"state": model.state()}
+    rng = np.random.default_rng(11)
+    body_q = np.concatenate([rng.uniform(-3, 3, (N, 3)), random_quats(rng, N)], axis=1).astype(np.float32)
+    sim["state"].body_q.assign(body_q)
+    mounts = fv.NewtonFrameView(MOUNTS, stage=stage, model=model, state=lambda: sim["state"])
+    cameras = fv.NewtonFrameView(CAMERAS, stage=stage, model=model, state=lambda: sim["state"])
+    bodies = body_matrices(body_q)
+    mount_local = np.array([m @ np.linalg.inv(pose_matrix(*rigid_pose(b)))
+                            for m, b in zip(usd_world(stage, mounts_paths),
+                                            usd_world(stage, [p.rsplit("/", 1)[0] for p in mounts_paths]),
+                                            strict=True)])  # fmt: skip
+    world_before = mount_local @ bodies
+    _t0, _q0, s0 = decompose_all(world_before)  # s0: the kept scale, the mirror on x
+    p = rng.uniform(-2, 2, (N, 3)).astype(np.float32)
+    q = random_quats(rng, N).astype(np.float32)
+    want = world_before.copy()
+    if parts != "pos":
+        want[:, :3, :3] = [np.diag(s) @ quat_to_rotation(r) for s, r in zip(s0, q.astype(np.float64), strict=True)]
+    if parts != "quat":
+        want[:, 3, :3] = p
+    mounts.set_world_poses(p if parts != "quat" else None, q if parts != "pos" else None)
+    pos, quat = mounts.get_world_poses()
+    wp_, wq, ws = decompose_all(want)
+    np.testing.assert_allclose(pos.numpy(), wp_, atol=POS_ATOL)
+    assert_quats_close(quat.numpy(), wq, atol=QUAT_ATOL)
+    np.testing.assert_allclose(mounts.get_world_scales().numpy(), ws, atol=1e-5)
+    camera_local = xform_cache_local(stage, cameras.prim_paths)
+    np.testing.assert_allclose(cameras.get_world_poses()[0].numpy(), (camera_local @ want)[:, 3, :3], atol=POS_ATOL)
+    cameras.close()
+    mounts.close()
+
+
 def test_set_local_scales(scene: dict, device: str) -> None:
     """Local scales change the frame's scale (world scale follows); translation and rotation are kept."""
     view = view_of(scene, MOUNTS)

@@ -165,7 +165,7 @@ WRITE_NOT_FINITE = wp.constant(3)
 
 
 @wp.func
-def _rows_sheared(r0: wp.vec3d, r1: wp.vec3d, r2: wp.vec3d, l0: wp.float64, l1: wp.float64, l2: wp.float64):
+def rows_sheared(r0: wp.vec3d, r1: wp.vec3d, r2: wp.vec3d, l0: wp.float64, l1: wp.float64, l2: wp.float64):
     """:func:`is_sheared` of the rows ``r0``-``r2`` of an upper 3x3 whose lengths are ``l0``-``l2``."""
     tiny = wp.float64(_EPS)
     tol = wp.float64(SHEAR_TOLERANCE)
@@ -186,7 +186,7 @@ def is_sheared(m: wp.mat44d):
     r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
     r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
     r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
-    return _rows_sheared(r0, r1, r2, wp.length(r0), wp.length(r1), wp.length(r2))
+    return rows_sheared(r0, r1, r2, wp.length(r0), wp.length(r1), wp.length(r2))
 
 
 @wp.func
@@ -301,7 +301,7 @@ def _written_scale(s: wp.vec3d, in_world: int, sq0: wp.float64, sq1: wp.float64,
 
 
 @wp.func
-def _finite_status(m: wp.mat44d):
+def finite_status(m: wp.mat44d):
     """``WRITE_NOT_FINITE`` when an entry of ``m`` is not finite, else ``WRITE_OK``."""
     status = int(WRITE_OK)
     for a in range(4):
@@ -365,7 +365,7 @@ def solve_local(
         l0 = wp.length(r0)
         l1 = wp.length(r1)
         l2 = wp.length(r2)
-        if _rows_sheared(r0, r1, r2, l0, l1, l2):
+        if rows_sheared(r0, r1, r2, l0, l1, l2):
             return out, WRITE_SHEAR
         rows = wp.mat33d()
         scale = wp.vec3d()
@@ -381,7 +381,7 @@ def solve_local(
         if in_world != 0:
             lt = local_point(t, parent_world)
         out = with_translation(out, lt)
-    return out, _finite_status(out)
+    return out, finite_status(out)
 
 
 @wp.kernel(enable_backward=False)

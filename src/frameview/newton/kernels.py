@@ -23,15 +23,28 @@ from .._core.device_errors import (
     report,
 )
 from .._core.rows import ALL, INDEXED, MASK
-from ..kernels.requests import WriteRequest, report_solve, request_ok, solve_request
+from ..kernels.requests import (
+    WriteRequest,
+    report_solve,
+    request_values,
+    solve_request,
+    solve_values,
+    values_ok,
+)
 from ..kernels.transforms import (
+    WRITE_SHEAR,
+    WRITE_SINGULAR_PARENT,
     axis_rotation,
     axis_scale,
     compose_matrix,
     decompose_matrix,
+    finite_status,
     pose_of,
     rotation_quat,
+    rows_sheared,
     unit_quat,
+    with_translation,
+    with_upper,
 )
 
 __all__ = [
@@ -202,6 +215,36 @@ def _local_pose(n: int, local: wp.array(dtype=wp.mat44d), offsets: wp.array(dtyp
     if (sheared[n] & _DIRECT) != 0:
         return _signed_pose(offsets[n], offset, sign)
     return pose_of(local[n], offset)
+
+
+@wp.func
+def _solve_on_body(loc: wp.mat44d, x: wp.transformf, req: WriteRequest, t: wp.vec3d, q: wp.quatd):
+    """:func:`solve_values` of a world position ``t`` and/or orientation ``q`` write of a frame whose USD
+    parent is its body, posed at ``x``: the parent's world matrix is that rigid pose, so the local pose is
+    ``inverse(x)`` times the request in quaternion form, with no parent matrix, volume or Gram-Schmidt (the same
+    matrix up to float64 rounding). The local scale (a mirror on x) is kept; an orientation write needs a shear-free
+    local matrix (``WRITE_SHEAR``); a body orientation of zero norm is ``WRITE_SINGULAR_PARENT``, as its matrix is."""
+    bq = wp.quatd(wp.transform_get_rotation(x))
+    if not (wp.dot(bq, bq) > wp.float64(0.0)):  # zero or not finite: no parent frame
+        return loc, WRITE_SINGULAR_PARENT
+    inv = wp.quat_inverse(unit_quat(bq))
+    out = loc
+    if req.set_quat != 0:
+        r0 = wp.vec3d(loc[0, 0], loc[0, 1], loc[0, 2])
+        r1 = wp.vec3d(loc[1, 0], loc[1, 1], loc[1, 2])
+        r2 = wp.vec3d(loc[2, 0], loc[2, 1], loc[2, 2])
+        l0 = wp.length(r0)
+        l1 = wp.length(r1)
+        l2 = wp.length(r2)
+        if rows_sheared(r0, r1, r2, l0, l1, l2):
+            return loc, WRITE_SHEAR
+        if wp.dot(wp.cross(r0, r1), r2) < wp.float64(0.0):
+            l0 = -l0
+        rows = wp.transpose(wp.quat_to_matrix(unit_quat(inv * unit_quat(q))))
+        out = with_upper(loc, wp.vec3d(l0, l1, l2), rows)
+    if req.set_pos != 0:
+        out = with_translation(out, wp.quat_rotate(inv, t - wp.vec3d(wp.transform_get_translation(x))))
+    return out, finite_status(out)
 
 
 # ---------------------------------------------------------------- kernels
@@ -433,9 +476,16 @@ def solve_writes(
             return
     if i < 0:
         return
-    if not request_ok(k, req, status_out):
+    t, q, s = request_values(k, req)
+    if not values_ok(k, req, t, q, s, status_out):
         return
     n = view_node[i]
+    b = body[n]
+    if req.in_world != 0 and req.set_scale == 0 and b >= 0 and (flags[n] & _DIRECT) != 0:
+        m_body, status_body = _solve_on_body(local[n], body_q[b], req, t, q)
+        report_solve(status_out, k, status_body)
+        local_out[k] = m_body
+        return
     pw = _IDENTITY
     if req.in_world != 0:
         depth = int(0)
@@ -443,7 +493,7 @@ def solve_writes(
         while a >= 0:
             depth += 1
             a = anchor[a]
-        w = _body_matrix(body_q, body[n])
+        w = _body_matrix(body_q, b)
         for step in range(depth):
             node = n
             for _up in range(depth - step):
@@ -457,7 +507,7 @@ def solve_writes(
         pw = w
         if (flags[n] & _DIRECT) == 0:  # a frame right below its body has the identity chain: no product
             pw = chain[n] @ w
-    m, status = solve_request(local[n], pw, k, req)
+    m, status = solve_values(local[n], pw, req, t, q, s)
     report_solve(status_out, k, status)
     local_out[k] = m
 
