@@ -3,7 +3,8 @@
 
 Reads compose each frame's constant offset (from the stage, see :mod:`frameview.newton.frames`) with its body's
 pose in ``state.body_q``, in one Warp launch over the rows read (the kernels: :mod:`frameview.newton.kernels`).
-Writes change the frames' offsets only: no body moves, nothing is written to USD.
+Writes change the frames' offsets only: no body moves, nothing is written to USD (:mod:`frameview.newton.
+write_kernels`).
 """
 
 from __future__ import annotations
@@ -35,16 +36,9 @@ from ..base import BaseFrameView
 from ..kernels.requests import WriteRequests
 from .engine import NewtonEngine
 from .frames import FrameStore, frame_store
-from .kernels import (
-    NO_OFFSET,
-    commit_writes,
-    read_local_poses_all,
-    read_poses,
-    read_scales,
-    solve_writes,
-    stage_rows,
-)
+from .kernels import NO_OFFSET, read_local_poses_all, read_poses, read_scales
 from .mirror import MirrorRows
+from .write_kernels import commit_writes, solve_writes, stage_rows
 
 __all__ = ["NewtonFrameView"]
 
