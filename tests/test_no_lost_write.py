@@ -125,6 +125,36 @@ def test_two_writes_in_a_scope(scene: Scene, sequence: str, space: str) -> None:
     scene.check_all()
 
 
+@pytest.mark.parametrize("data", ["warp", "torch"])
+def test_scope_writes_the_values_of_its_call_from_reused_buffers(scene: Scene, data: str) -> None:
+    """A reset loop's scopes over the same buffers (device ids and data, refilled before each scope, overwritten again
+    right after ``set_poses`` inside the scope): every scope writes the values its call was given, never the ones
+    written to the buffers later (the scope copies them at the call; on CUDA its copy becomes a graph replayed from
+    the third scope on, which reads the buffers anew); truth is float64 NumPy."""
+    rng = np.random.default_rng(17)
+    cams, device = scene.cameras, scene.device
+    ids = wp.array(np.array(ROWS, dtype=np.int32), dtype=wp.int32, device=device)
+    pos = wp.zeros(len(ROWS), dtype=wp.vec3f, device=device)
+    quat = wp.zeros(len(ROWS), dtype=wp.quatf, device=device)
+    args: tuple = (pos, quat, ids)
+    if data == "torch":
+        torch = pytest.importorskip("torch")
+        if device != "cpu" and not torch.cuda.is_available():
+            pytest.skip("torch without CUDA")
+        args = (wp.to_torch(pos), wp.to_torch(quat), wp.to_torch(ids).long())
+    for _ in range(4):
+        p = rng.uniform(-2, 2, (len(ROWS), 3)).astype(np.float32)
+        q = random_quats(rng, len(ROWS)).astype(np.float32)
+        pos.assign(p)
+        quat.assign(q)
+        with cams.xform_world_space_writer() as w:
+            w.set_poses(*args)
+            pos.assign(rng.uniform(-2, 2, (len(ROWS), 3)).astype(np.float32))  # the caller reuses its buffers
+            quat.assign(random_quats(rng, len(ROWS)).astype(np.float32))
+        scene.model.set_world(_paths(cams, ROWS), p, q)
+        scene.check_all()
+
+
 def test_rejected_write_keeps_the_earlier_one_cpu(backend: str) -> None:
     """The issue's data loss: a valid write then a NaN write (a CPU Warp array) to the same rows: the NaN write
     raises at the call, the valid one is applied at exit. Out-of-range, negative and repeated Warp index arrays

@@ -21,8 +21,7 @@ The view opens the scopes and applies their combined writes; its ``_stager``
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -31,7 +30,8 @@ import warp as wp
 
 from ._core.argument_kernels import stash_write
 from ._core.array_types import ArrayLike, IndicesLike, MaskLike
-from ._core.launch import RecordedLaunch, block_dim_for
+from ._core.host import CAPTURE_LOCK
+from ._core.launch import RecordedLaunch, block_dim_for, capture_stream
 from ._core.rows import ALL, INDEXED, MASK, Rows
 from ._core.write_stager import PendingWrite
 from .kernels.scopes import accumulate_write, select_rows
@@ -133,6 +133,7 @@ class XformSpaceWriter:
         self._view = view
         self._state = "new"  # "new" -> "open" -> "closed"
         self._calling = False
+        self._calling_block = _Calling(self)
         self._pending: list[PendingWrite] = []
 
     @property
@@ -245,20 +246,9 @@ class XformSpaceWriter:
 
     # ---------------------------------------------------------------- internals
 
-    @contextmanager
-    def _inside(self) -> Iterator[None]:
-        """Mark the view's calls as the writer's own (the caller holds the view's lock)."""
-        if self._state != "open":
-            what = "exited" if self._state == "closed" else "not entered"
-            raise RuntimeError(
-                f"{self!r} is {what}: use it as a context manager, "
-                f"`with view.xform_{self._space}_space_writer() as w:`, and call it inside the block"
-            )
-        self._calling = True
-        try:
-            yield
-        finally:
-            self._calling = False
+    def _inside(self) -> _Calling:
+        """Mark the view's calls as the writer's own for a ``with`` block (the caller holds the view's lock)."""
+        return self._calling_block
 
     def _write(self, indices: Any, mask: Any, *values: tuple[Any, str, type]) -> None:
         view = self._view
@@ -288,13 +278,31 @@ class XformSpaceWriter:
         return PendingWrite(rows, pos, quat, scale, staged.from_host, staged.key)
 
     def _stash(self, staged: PendingWrite, slot: int, rows: bool) -> tuple[Rows, Any, Any, Any]:
-        """Copy a write's rows (when ``rows``) and data into held write ``slot``'s buffers, in one recorded launch
-        (stream-ordered: work the caller queues later on its arrays does not reach the copy)."""
-        view = self._view
+        """Copy a write's rows (when ``rows``) and data into held write ``slot``'s buffers, in one launch
+        (stream-ordered: work the caller queues later on its arrays does not reach the copy). The copy of a slot kept
+        between scopes is remembered per thread and per source arrays (a reset loop passes the same ones): its rows,
+        buffers and launch are made once, and on CUDA replayed as a graph (:meth:`_Stash.run`)."""
         src = staged.rows
         kind = src.kind if rows else ALL
+        sources = (src.indices if kind == INDEXED else None, src.mask if kind == MASK else None,
+                   staged.pos, staged.quat, staged.scale)  # fmt: skip
+        stash = _Stash.of(self._view)
+        if slot >= self._KEPT_SLOTS:  # buffers of this scope alone: nothing to remember
+            plan = self._stash_plan(stash, src, kind, slot, sources)
+        else:
+            key = (threading.get_ident(), slot, kind, src.count, src.checked, *map(id, sources))
+            plan = stash.plans.get(key)
+            if plan is None or any(a is not b for a, b in zip(plan.sources, sources, strict=True)):
+                if len(stash.plans) >= _Stash.KEPT_PLANS:
+                    stash.plans.clear()
+                plan = stash.plans[key] = self._stash_plan(stash, src, kind, slot, sources)
+        stash.run(plan)
+        return plan.rows, plan.outs[0], plan.outs[1], plan.outs[2]
+
+    def _stash_plan(self, stash: _Stash, src: Rows, kind: int, slot: int, sources: tuple) -> _StashPlan:
+        """The copy of ``sources`` (indices, mask, positions, orientations, scales; None where absent) of ``src``'s
+        rows into held write ``slot``'s buffers: the held rows, the buffers and the launch's arguments."""
         n = src.count
-        stash = _Stash.of(view)
         out_rows = src
         idx_out, mask_out = stash.no_index, stash.no_mask
         if kind == INDEXED:
@@ -304,14 +312,11 @@ class XformSpaceWriter:
             mask_out = self._buffer(slot, "mask", wp.bool, n)
             out_rows = Rows(MASK, n, mask=mask_out, checked=src.checked)
         outs: list[Any] = []
-        params: list[Any] = [
-            int(kind),
-            src.indices if kind == INDEXED else stash.no_index,
-            src.mask if kind == MASK else stash.no_mask,
-        ]
-        for name, dtype, arr, none in (("pos", wp.vec3f, staged.pos, stash.no_vec3),
-                                       ("quat", wp.quatf, staged.quat, stash.no_quat),
-                                       ("scale", wp.vec3f, staged.scale, stash.no_vec3)):  # fmt: skip
+        params: list[Any] = [int(kind), sources[0] if kind == INDEXED else stash.no_index,
+                             sources[1] if kind == MASK else stash.no_mask]  # fmt: skip
+        for name, dtype, arr, none in (("pos", wp.vec3f, sources[2], stash.no_vec3),
+                                       ("quat", wp.quatf, sources[3], stash.no_quat),
+                                       ("scale", wp.vec3f, sources[4], stash.no_vec3)):  # fmt: skip
             if arr is None:
                 params += [0, none]
                 outs.append(None)
@@ -320,8 +325,7 @@ class XformSpaceWriter:
                 outs.append(self._buffer(slot, name, dtype, n))
         nones = (stash.no_vec3, stash.no_quat, stash.no_vec3)
         params += [idx_out, mask_out, *(none if o is None else o for o, none in zip(outs, nones, strict=True))]
-        stash.launch(n, params)
-        return out_rows, outs[0], outs[1], outs[2]
+        return _StashPlan(sources, out_rows, tuple(outs), n, params)
 
     _KEPT_SLOTS = 4
     """Held writes whose buffers the view keeps between scopes; a scope holding more allocates the others."""
@@ -351,6 +355,30 @@ class XformSpaceWriter:
                 first = first or exc
         if first is not None:
             raise first
+
+
+class _Calling:
+    """The ``with`` block of a writer's own call (:meth:`XformSpaceWriter._inside`): the writer must be open; the
+    view's getters and setters then let the writer's calls through (a plain class: a generator-based context manager
+    costs a reset's write about a microsecond more)."""
+
+    __slots__ = ("_writer",)
+
+    def __init__(self, writer: XformSpaceWriter) -> None:
+        self._writer = writer
+
+    def __enter__(self) -> None:
+        writer = self._writer
+        if writer._state != "open":
+            what = "exited" if writer._state == "closed" else "not entered"
+            raise RuntimeError(
+                f"{writer!r} is {what}: use it as a context manager, "
+                f"`with view.xform_{writer._space}_space_writer() as w:`, and call it inside the block"
+            )
+        writer._calling = True
+
+    def __exit__(self, *exc: object) -> None:
+        self._writer._calling = False
 
 
 class _NestedFlush:
@@ -522,8 +550,24 @@ def _nesting_levels(paths: tuple[str, ...]) -> np.ndarray:
     return levels
 
 
+class _StashPlan:
+    """One remembered copy of :meth:`XformSpaceWriter._stash`: its sources (held: their ids stay their own), the
+    held rows and buffers, the launch's dimension and arguments, and on CUDA the graph of the launch once made."""
+
+    __slots__ = ("dim", "graph", "launched", "outs", "params", "rows", "sources")
+
+    def __init__(self, sources: tuple, rows: Rows, outs: tuple, dim: int, params: list) -> None:
+        self.sources, self.rows, self.outs, self.dim, self.params = sources, rows, outs, dim, params
+        self.graph: Any = None
+        self.launched = 0
+
+
 class _Stash:
-    """A view's recorded launch of :func:`stash_write` and the empty arrays that stand for absent arguments."""
+    """A view's launch of :func:`stash_write`, the empty arrays that stand for absent arguments, and the remembered
+    copies (:class:`_StashPlan`)."""
+
+    KEPT_PLANS = 32
+    """Copies remembered per view (sources, row counts, threads); more clears them."""
 
     def __init__(self, view: ScopedView) -> None:
         device = view._device
@@ -532,8 +576,10 @@ class _Stash:
         self.no_mask = wp.empty(0, dtype=wp.bool, device=device)
         self.no_vec3 = wp.empty(0, dtype=wp.vec3f, device=device)
         self.no_quat = wp.empty(0, dtype=wp.quatf, device=device)
+        self.plans: dict[tuple, _StashPlan] = {}
         self._cmd: RecordedLaunch | None = None
         self._capturing = view._errors.is_capturing
+        self._stream: wp.Stream | None = None
 
     @classmethod
     def of(cls, view: ScopedView) -> _Stash:
@@ -543,12 +589,31 @@ class _Stash:
             stash = view.__dict__["_scope_stash"] = cls(view)
         return stash
 
-    def launch(self, dim: int, params: list) -> None:
+    def run(self, plan: _StashPlan) -> None:
+        """Launch ``plan``'s copy on the device's current stream. On CUDA a copy made a second time is captured once
+        into a graph (on the views' capture stream, :func:`capture_stream`) and replayed from then on: a graph launch
+        costs the host less than a kernel launch. Inside the caller's own capture: a plain launch, captured there."""
+        dim, params = plan.dim, plan.params
         if dim == 0:
             return
-        if self._capturing():  # inside the caller's capture: a plain launch, captured there
-            wp.launch(stash_write, dim=dim, inputs=params, device=self.device)
+        if self._capturing():
+            wp.launch(stash_write, dim=dim, inputs=params, device=self.device, block_dim=block_dim_for(self.device))
             return
+        if plan.graph is not None:
+            wp.capture_launch(plan.graph)
+            return
+        if self.device.is_cuda and plan.launched >= 1:
+            stream = self._stream or capture_stream(self.device)
+            if stream is not None:
+                self._stream = stream
+                with CAPTURE_LOCK, wp.ScopedCapture(device=self.device, stream=stream,
+                                                    force_module_load=False) as capture:  # fmt: skip
+                    wp.launch(stash_write, dim=dim, inputs=params, device=self.device, stream=stream,
+                              block_dim=block_dim_for(self.device))  # fmt: skip
+                plan.graph = capture.graph
+                wp.capture_launch(plan.graph)
+                return
+        plan.launched += 1
         if self._cmd is None:
             self._cmd = RecordedLaunch(stash_write, dim, params, self.device, block_dim_for(self.device))
         self._cmd.launch(dim, params)
