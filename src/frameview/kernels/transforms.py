@@ -165,7 +165,7 @@ WRITE_NOT_FINITE = wp.constant(3)
 
 
 @wp.func
-def rows_sheared(r0: wp.vec3d, r1: wp.vec3d, r2: wp.vec3d, l0: wp.float64, l1: wp.float64, l2: wp.float64):
+def _rows_sheared(r0: wp.vec3d, r1: wp.vec3d, r2: wp.vec3d, l0: wp.float64, l1: wp.float64, l2: wp.float64):
     """:func:`is_sheared` of the rows ``r0``-``r2`` of an upper 3x3 whose lengths are ``l0``-``l2``."""
     tiny = wp.float64(_EPS)
     tol = wp.float64(SHEAR_TOLERANCE)
@@ -186,7 +186,7 @@ def is_sheared(m: wp.mat44d):
     r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
     r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
     r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
-    return rows_sheared(r0, r1, r2, wp.length(r0), wp.length(r1), wp.length(r2))
+    return _rows_sheared(r0, r1, r2, wp.length(r0), wp.length(r1), wp.length(r2))
 
 
 @wp.func
@@ -254,29 +254,28 @@ def transform_point(p: wp.vec3d, m: wp.mat44d):
 
 
 @wp.func
-def _written_rotation(
-    r0: wp.vec3d,
-    r1: wp.vec3d,
-    r2: wp.vec3d,
-    l0: wp.float64,
-    l1: wp.float64,
-    l2: wp.float64,
-    q: wp.quatd,
-    in_world: int,
-    p0: wp.vec3d,
-    p1: wp.vec3d,
-    sq0: wp.float64,
-    mirror: wp.float64,
-):
+def kept_scale(m: wp.mat44d):
+    """The scale an orientation write keeps: the per-axis scale of ``m``'s upper 3x3 as :func:`axis_scale` reports it
+    (the row lengths, a mirror's sign on x), and whether its rows are sheared (:func:`_rows_sheared`: then no
+    rotation can be written without changing them)."""
+    r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
+    r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
+    r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])
+    l0 = wp.length(r0)
+    l1 = wp.length(r1)
+    l2 = wp.length(r2)
+    if wp.dot(wp.cross(r0, r1), r2) < wp.float64(0.0):
+        return wp.vec3d(-l0, l1, l2), _rows_sheared(r0, r1, r2, l0, l1, l2)
+    return wp.vec3d(l0, l1, l2), _rows_sheared(r0, r1, r2, l0, l1, l2)
+
+
+@wp.func
+def _written_rotation(q: wp.quatd, in_world: int, p0: wp.vec3d, p1: wp.vec3d, sq0: wp.float64, mirror: wp.float64):
     """An orientation write of :func:`solve_local`: the rows of the new local rotation for the world (``in_world``) or
-    local orientation ``q``, and the kept local scale (the lengths ``l0``-``l2`` of the local rows ``r0``-``r2``, a
-    mirror's sign on x, as :func:`axis_scale`). A world orientation gives ``diag(e, 1, 1) R(q) M^T``: ``M`` the
-    parent's rows ``p0``, ``p1`` (``sq0 = |p0|^2``) by Gram-Schmidt, ``e = mirror = det M``."""
+    local orientation ``q``. A world orientation gives ``diag(e, 1, 1) R(q) M^T``: ``M`` the parent's rows ``p0``,
+    ``p1`` (``sq0 = |p0|^2``) by Gram-Schmidt, ``e = mirror = det M``."""
     zero = wp.float64(0.0)
     one = wp.float64(1.0)
-    sx = l0
-    if wp.dot(wp.cross(r0, r1), r2) < zero:
-        sx = -l0
     rows = wp.transpose(wp.quat_to_matrix(unit_quat(q)))
     if in_world != 0:
         m0 = p0 * (one / wp.sqrt(sq0))
@@ -286,7 +285,7 @@ def _written_rotation(
         rows = rows @ wp.mat33d(m0[0], m1[0], m2[0], m0[1], m1[1], m2[1], m0[2], m1[2], m2[2])
         if mirror < zero:
             rows[0] = -rows[0]
-    return rows, wp.vec3d(sx, l1, l2)
+    return rows
 
 
 @wp.func
@@ -359,18 +358,12 @@ def solve_local(
     if volume < zero:
         mirror = -one
     if set_q != 0 or set_s != 0:
-        r0 = wp.vec3d(local[0, 0], local[0, 1], local[0, 2])
-        r1 = wp.vec3d(local[1, 0], local[1, 1], local[1, 2])
-        r2 = wp.vec3d(local[2, 0], local[2, 1], local[2, 2])
-        l0 = wp.length(r0)
-        l1 = wp.length(r1)
-        l2 = wp.length(r2)
-        if rows_sheared(r0, r1, r2, l0, l1, l2):
+        scale, sheared = kept_scale(local)
+        if sheared:
             return out, WRITE_SHEAR
         rows = wp.mat33d()
-        scale = wp.vec3d()
-        if set_q != 0:  # the local rotation is replaced: only the kept scale is needed (axis_scale's, lengths shared)
-            rows, scale = _written_rotation(r0, r1, r2, l0, l1, l2, q, in_world, p0, p1, sq0, mirror)
+        if set_q != 0:  # the local rotation is replaced: only the kept scale is needed
+            rows = _written_rotation(q, in_world, p0, p1, sq0, mirror)
         else:
             rows, scale = rotation_rows(local)
         if set_s != 0:

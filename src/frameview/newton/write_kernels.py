@@ -15,7 +15,7 @@ from ..kernels.transforms import (
     WRITE_SHEAR,
     WRITE_SINGULAR_PARENT,
     finite_status,
-    rows_sheared,
+    kept_scale,
     unit_quat,
     with_translation,
     with_upper,
@@ -40,18 +40,10 @@ def _solve_on_body(loc: wp.mat44d, x: wp.transformf, req: WriteRequest, t: wp.ve
     inv = wp.quat_inverse(unit_quat(bq))
     out = loc
     if req.set_quat != 0:
-        r0 = wp.vec3d(loc[0, 0], loc[0, 1], loc[0, 2])
-        r1 = wp.vec3d(loc[1, 0], loc[1, 1], loc[1, 2])
-        r2 = wp.vec3d(loc[2, 0], loc[2, 1], loc[2, 2])
-        l0 = wp.length(r0)
-        l1 = wp.length(r1)
-        l2 = wp.length(r2)
-        if rows_sheared(r0, r1, r2, l0, l1, l2):
+        scale, sheared = kept_scale(loc)
+        if sheared:
             return loc, WRITE_SHEAR
-        if wp.dot(wp.cross(r0, r1), r2) < wp.float64(0.0):
-            l0 = -l0
-        rows = wp.transpose(wp.quat_to_matrix(unit_quat(inv * unit_quat(q))))
-        out = with_upper(loc, wp.vec3d(l0, l1, l2), rows)
+        out = with_upper(loc, scale, wp.transpose(wp.quat_to_matrix(unit_quat(inv * unit_quat(q)))))
     if req.set_pos != 0:
         out = with_translation(out, wp.quat_rotate(inv, t - wp.vec3d(wp.transform_get_translation(x))))
     return out, finite_status(out)
