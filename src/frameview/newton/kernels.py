@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The Newton backend's read kernels and the device functions of its frame model: frame poses and scales from
-``state.body_q``, and each frame's cached offset (the write kernels: :mod:`frameview.newton.write_kernels`).
+"""The Newton backend's pose reads and the device functions of its frame model: frame poses from ``state.body_q``,
+and each frame's cached offset (the writes: :mod:`frameview.newton.write_kernels`; the scale reads:
+:mod:`frameview.newton.scale_kernels`, each a Warp module of its own, hashed and loaded at its first launch).
 
 A frame's world matrix is ``local[n] @ chain[n]``, up through its anchors, then its body's pose (see
 :mod:`frameview.newton.frames`). World pose reads take each frame's offset from its body as a cached translation and
@@ -22,7 +23,6 @@ from ..kernels.transforms import (
     axis_rotation,
     axis_scale,
     compose_matrix,
-    decompose_matrix,
     pose_of,
     rotation_quat,
     unit_quat,
@@ -31,18 +31,19 @@ from ..kernels.transforms import (
 __all__ = [
     "DIRECT",
     "IDENTITY",
+    "NAN",
     "NO_OFFSET",
     "body_matrix",
     "cache_offset",
     "read_local_poses_all",
     "read_poses",
-    "read_scales",
     "refresh_offsets",
     "view_row",
+    "world_matrix",
 ]
 
 IDENTITY = wp.constant(wp.mat44d(np.eye(4)))
-_NAN = wp.constant(float("nan"))
+NAN = wp.constant(float("nan"))
 _ALL = wp.constant(ALL)
 _INDEXED = wp.constant(INDEXED)
 _MASK = wp.constant(MASK)
@@ -102,7 +103,7 @@ def _offset_matrix(
 
 
 @wp.func
-def _world_matrix(
+def world_matrix(
     node: int,
     local: wp.array(dtype=wp.mat44d),
     chain: wp.array(dtype=wp.mat44d),
@@ -277,8 +278,8 @@ def read_poses(
     k = wp.tid()
     i = view_row(k, kind, indices, mask, count)
     if i == -2:
-        pos_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
-        quat_out[k] = wp.quatf(_NAN, _NAN, _NAN, _NAN)
+        pos_out[k] = wp.vec3f(NAN, NAN, NAN)
+        quat_out[k] = wp.quatf(NAN, NAN, NAN, NAN)
         if not failed(status_out):
             report(status_out, k, CODE_INDEX_RANGE)
         return
@@ -293,7 +294,7 @@ def read_poses(
     if world == 0:
         p, q = _local_pose(n, local, offsets, sheared, offset, sign)
     elif (sheared[n] & _SHEARED) != 0:  # rare: the world matrix itself, decomposed as on every other backend
-        p, q = pose_of(_world_matrix(n, local, chain, anchor, body, body_q), offset)
+        p, q = pose_of(world_matrix(n, local, chain, anchor, body, body_q), offset)
     else:
         p, q = _frame_pose(offsets[n], body[n], body_q, offset, sign)
     pos_out[k] = p
@@ -323,39 +324,3 @@ def read_local_poses_all(
     p, q = _local_pose(view_node[i], local, offsets, sheared, offset, sign)
     pos_out[i] = p
     quat_out[i] = q
-
-
-@wp.kernel(enable_backward=False)
-def read_scales(
-    # inputs
-    local: wp.array(dtype=wp.mat44d),
-    chain: wp.array(dtype=wp.mat44d),
-    anchor: wp.array(dtype=wp.int32),
-    body: wp.array(dtype=wp.int32),
-    body_q: wp.array(dtype=wp.transformf),
-    view_node: wp.array(dtype=wp.int32),
-    count: int,
-    kind: int,
-    indices: wp.array(dtype=wp.int32),
-    mask: wp.array(dtype=wp.bool),
-    world: int,
-    # outputs
-    scale_out: wp.array(dtype=wp.vec3f),
-    status_out: wp.array(dtype=wp.int32),
-):
-    """World (``world``) or local scale of each row's frame (NaN and a report for an index out of range)."""
-    k = wp.tid()
-    i = view_row(k, kind, indices, mask, count)
-    if i == -2:
-        scale_out[k] = wp.vec3f(_NAN, _NAN, _NAN)
-        if not failed(status_out):
-            report(status_out, k, CODE_INDEX_RANGE)
-        return
-    if i < 0:
-        return
-    n = view_node[i]
-    m = local[n]
-    if world != 0:
-        m = _world_matrix(n, local, chain, anchor, body, body_q)
-    _t, _q, s = decompose_matrix(m)
-    scale_out[k] = wp.vec3f(s)

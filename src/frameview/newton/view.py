@@ -36,8 +36,9 @@ from ..base import BaseFrameView
 from ..kernels.requests import WriteRequests
 from .engine import NewtonEngine
 from .frames import FrameStore, frame_store
-from .kernels import NO_OFFSET, read_local_poses_all, read_poses, read_scales
+from .kernels import NO_OFFSET, read_local_poses_all, read_poses
 from .mirror import MirrorRows
+from .scale_kernels import read_scales
 from .write_kernels import commit_writes, solve_writes, stage_rows
 
 __all__ = ["NewtonFrameView"]
