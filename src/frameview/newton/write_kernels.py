@@ -49,7 +49,6 @@ def _solve_on_body(loc: wp.mat44d, x: wp.transformf, req: WriteRequest, t: wp.ve
     return out, finite_status(out)
 
 
-
 # ---------------------------------------------------------------- kernels
 
 
