@@ -257,7 +257,8 @@ def transform_point(p: wp.vec3d, m: wp.mat44d):
 def kept_scale(m: wp.mat44d):
     """The scale an orientation write keeps: the per-axis scale of ``m``'s upper 3x3 as :func:`axis_scale` reports it
     (the row lengths, a mirror's sign on x), and whether its rows are sheared (:func:`_rows_sheared`: then no
-    rotation can be written without changing them)."""
+    rotation can be written without changing them); one pass over the rows, where :func:`axis_scale` and
+    :func:`is_sheared` would each take the three lengths."""
     r0 = wp.vec3d(m[0, 0], m[0, 1], m[0, 2])
     r1 = wp.vec3d(m[1, 0], m[1, 1], m[1, 2])
     r2 = wp.vec3d(m[2, 0], m[2, 1], m[2, 2])

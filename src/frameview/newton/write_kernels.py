@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The Newton backend's write kernels: stage the rows of a write, solve each written frame's new local matrix, commit
 them all or none (:meth:`~frameview.newton.view.NewtonFrameView` launches them; the frame model is
-:mod:`frameview.newton.kernels`'). A module of their own: Warp hashes and loads a module whole at its first launch,
+:mod:`frameview.newton.kernels`). A module of their own: Warp hashes and loads a module whole at its first launch,
 so a view that only reads never pays for these.
 """
 
