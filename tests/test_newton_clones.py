@@ -180,7 +180,6 @@ def test_one_cloned_env_by_a_literal_path_and_a_list(cloned: dict) -> None:
     assert_poses(view, expected_worlds(stage, model, cloned["body_q"], "Robot/Arm/Tool/Tip", [10, 0]))
 
 
-
 def test_a_later_view_reads_the_stage_as_edited_since_the_first(cloned: dict) -> None:
     """The views of one model share the stage's listing until the stage changes: a frame authored in env_0 after the
     first view is found in every env by the next view, and a prim removed since is no longer found."""
@@ -201,6 +200,31 @@ def test_a_later_view_reads_the_stage_as_edited_since_the_first(cloned: dict) ->
     stage.RemovePrim("/World/envs/env_0/Marker")
     with pytest.raises(ValueError, match="matched no prim"):
         fv.NewtonFrameView("/World/envs/env_.*/Marker", stage=stage, model=model, state=state)
+
+
+def test_nested_cloned_frames_in_one_view_and_across_views(cloned: dict) -> None:
+    """Mount and its Sensor cloned in every env, in one view and in two views of one model: each sensor rides on its
+    own env's mount (a write to env_3's mount carries env_3's sensor only), at float64 truth from env_0's prims."""
+    stage, model, state, body_q = cloned["stage"], cloned["model"], cloned["state"], cloned["body_q"]
+    mounts = expected_worlds(stage, model, body_q, "Robot/Mount", range(ENVS), body="Robot")
+    sensors = expected_worlds(stage, model, body_q, "Robot/Mount/Sensor", range(ENVS))
+    both = fv.NewtonFrameView(["/World/envs/env_.*/Robot/Mount/Sensor", "/World/envs/env_.*/Robot/Mount"],
+                              stage=stage, model=model, state=state)  # fmt: skip
+    assert_poses(both, np.concatenate([sensors, mounts]))
+    later = fv.NewtonFrameView("/World/envs/env_.*/Robot/Mount/Sensor", stage=stage, model=model, state=state)
+    assert_poses(later, sensors)
+    cache = UsdGeom.XformCache(Usd.TimeCode.Default())
+    sensor_local = np.array(
+        cache.GetLocalTransformation(stage.GetPrimAtPath("/World/envs/env_0/Robot/Mount/Sensor"))[0]
+    )
+    p, q = np.array([0.4, -1.0, 2.5]), np.array([0.3, -0.1, 0.2, 0.9]) / np.linalg.norm([0.3, -0.1, 0.2, 0.9])
+    both.set_world_poses(np.array([p], dtype=np.float32), np.array([q], dtype=np.float32), indices=[ENVS + 3])
+    mount3 = np.diag([2.0, 2.0, 2.0, 1.0]) @ pose_matrix(p, q)  # the mount's scale 2 kept
+    sensors[3] = sensor_local @ mount3
+    assert_poses(later, sensors)
+    mounts[3] = mount3
+    assert_poses(both, np.concatenate([sensors, mounts]))
+
 
 def test_writes_to_a_cloned_frame_move_that_env_only(cloned: dict) -> None:
     stage, model, state = cloned["stage"], cloned["model"], cloned["state"]
@@ -401,6 +425,7 @@ def test_the_clone_search_matches_a_brute_force_reference(case: tuple[Usd.Stage,
     assert tree.ambiguous == ambiguous
     for clone in prefixes:
         assert tree.pairs_of(clone) == pairs[clone], clone
+
     # a path is on the tree when it is a visible prim, or mirrors one below the shallowest clone root above it
     def reference_has(path: str) -> bool:
         if visible.has_prim(path):

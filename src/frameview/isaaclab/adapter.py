@@ -143,7 +143,7 @@ class IsaacLabFrameView:
                           outputs=[signs], device=self._device)  # fmt: skip
 
             view._use_quat_signs(signs, fill)
-            nodes = view._view_node.numpy()
+            nodes = view._nodes
             store = view._store
             # frames whose USD parent is their body: their local pose is the offset the read signs itself
             self._direct_local = bool(np.all(store._anchor[nodes] < 0)) and bool(
@@ -158,22 +158,22 @@ class IsaacLabFrameView:
 
         resolve = import_isaaclab("isaaclab.sim").resolve_prim_pose
         view = self._view
+        sources = view._store.sources
+        # frames of cloned envs share their source's prim: one row per (source, on a body), resolved once
+        keys = [
+            (sources[n], body >= 0) for n, body in zip(view._nodes.tolist(), view.body_indices.tolist(), strict=True)
+        ]
+        rows = {key: k for k, key in enumerate(dict.fromkeys(keys))}
         quats: list[Any] = []
-        rows: list[int] = []
-        known: dict[tuple[str, bool], int] = {}  # frames of cloned envs share their source's prim: resolved once
-        for path, body in zip(view.prim_paths, view.body_indices.tolist(), strict=True):
-            source = view._store.source_path(path)
-            row = known.get((source, body >= 0))
-            if row is None:
-                prim = self._stage.GetPrimAtPath(source)
-                ref = prim.GetParent() if body >= 0 else None
-                while ref is not None and not ref.HasAPI(UsdPhysics.RigidBodyAPI):
-                    ref = ref.GetParent()
-                row = known[(source, body >= 0)] = len(quats)
-                quats.append(resolve(prim, ref)[1])
-            rows.append(row)
+        for source, on_body in rows:
+            prim = self._stage.GetPrimAtPath(source)
+            ref = prim.GetParent() if on_body else None
+            while ref is not None and not ref.HasAPI(UsdPhysics.RigidBodyAPI):
+                ref = ref.GetParent()
+            quats.append(resolve(prim, ref)[1])
         table = np.array(quats, dtype=np.float32).reshape(-1, 4)
-        return wp.array(table[np.array(rows, dtype=np.int64)], dtype=wp.quatf, device=self._device)
+        row_of = np.fromiter(map(rows.__getitem__, keys), dtype=np.int64, count=len(keys))
+        return wp.array(table[row_of], dtype=wp.quatf, device=self._device)
 
     @property
     def frameview(self) -> Any:

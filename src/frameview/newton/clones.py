@@ -54,6 +54,7 @@ class CloneTree:
         self._extra_children: dict[str, list[str]] = {}
         self._clone_of: dict[str, tuple[str, str] | str | None] = {}
         self._pairs: dict[str, list[tuple[int, str, str, list[tuple[int, str]]]]] = {}  # see pairs_of
+        self._depths: list[int] = []  # the depths (components) of the clone roots, ascending
         # the labels by parent (one listing, one match per parent: an env's bodies share theirs), in label order
         by_parent: dict[str, list[tuple[int, str]]] = {}
         last: str | None = None  # the labels of one parent come in a run (a builder adds an env's bodies in turn)
@@ -119,6 +120,7 @@ class CloneTree:
             if not stage.has_prim(clone):
                 parent, _, name = clone.rpartition("/")
                 self._extra_children.setdefault(parent or "/", []).append(name)
+        self._depths = sorted({root.count("/") for root in found})
 
     def pairs_of(self, clone: str) -> list[tuple[str, str]]:
         """``(clone body label, source body label)`` of each body of clone root ``clone``, in the labels' order."""
@@ -157,20 +159,21 @@ class CloneTree:
         known = memo.get(path, _UNSEEN)
         if known is not _UNSEEN:
             return known  # type: ignore[no-any-return]
-        walked = [path]  # up to the nearest remembered ancestor, then down: the shallowest clone root wins
-        up = path.rpartition("/")[0]
-        while up and (known := memo.get(up, _UNSEEN)) is _UNSEEN:
-            walked.append(up)
-            up = up.rpartition("/")[0]
-        clone = known if up else None
-        for step in reversed(walked):
-            if clone is None:
-                source = self.prefixes.get(step)
-                if source is not None:
-                    clone = (step, source)
-                elif step in self.ambiguous:
-                    clone = step
-            memo[step] = clone
+        clone: tuple[str, str] | str | None = None
+        # the path's ancestor at each depth that holds clone roots, the shallowest first: the shallowest root wins
+        for depth in self._depths:
+            parts = path.split("/", depth + 1)
+            if len(parts) <= depth:  # shallower than the roots from here on
+                break
+            root = path if len(parts) == depth + 1 else path[: len(path) - len(parts[depth + 1]) - 1]
+            source = self.prefixes.get(root)
+            if source is not None:
+                clone = (root, source)
+                break
+            if root in self.ambiguous:
+                clone = root
+                break
+        memo[path] = clone
         return clone
 
     def source_of(self, path: str) -> str | None:
@@ -240,6 +243,7 @@ class _Sources:
         self._matches: dict[str, list[tuple[str, str, list[str]]]] = {"": []}  # see _prefix_matches
         self._parent_matches: dict[str, list[tuple[str, str, list[str]]]] = {}
         self._below_matches: dict[tuple[str, str], list[str]] = {}  # see _below_found
+        self._shared: dict[tuple[str, str], list[tuple[str, str]] | None] = {}  # see by_parent
 
     def by_parent(self, parent: str) -> list[tuple[str, str, str]] | None:
         """What :meth:`of` finds for any label below ``parent``, as ``(clone root, source root, prefix)``: the label
@@ -255,10 +259,16 @@ class _Sources:
         if not self._prefix_matches(anchor):  # no match above the anchor: the envs' parents share one answer
             end = parent.find("/", len(anchor) + 1)
             rest = "" if end == -1 else parent[end:]
-            found = self._below_found(anchor, rest)
-            if len(found) > 1:
+            shared = self._shared.get((anchor, rest), _UNSEEN)
+            if shared is _UNSEEN:
+                found = self._below_found(anchor, rest)
+                shared = self._shared[(anchor, rest)] = (
+                    None if len(found) > 1 else [(p[: len(p) - len(rest)], p + "/") for p in found]
+                )
+            if shared is None:
                 return None
-            return [(parent if end == -1 else parent[:end], p[: len(p) - len(rest)], p + "/") for p in found]
+            clone = parent if end == -1 else parent[:end]
+            return [(clone, root, prefix) for root, prefix in shared]
         out = []
         for clone, after, parents in self._parent_matches_of(parent):
             if len(parents) > 1:
@@ -347,8 +357,6 @@ class StageListing:
     instance-proxy prims included) from the same listings.
     """
 
-    _EVERY_PRIM = Usd.TraverseInstanceProxies(Usd.PrimAllPrimsPredicate)
-
     def __init__(self, stage: Usd.Stage) -> None:
         self._get_prim = stage.GetPrimAtPath
         self._root = stage.GetPseudoRoot()
@@ -406,23 +414,30 @@ class StageListing:
         return names
 
     def _list(self, path: str) -> dict[str, Usd.Prim] | None:
+        every = self._every
         if path:
             up, _, name = path.rpartition("/")
-            every = self._every.get(up, _UNSEEN)
-            if every is _UNSEEN:
-                every = self._list(up)
-            prim = None if every is None else every.get(name)
+            above = every.get(up, _UNSEEN)
+            if above is _UNSEEN:
+                above = self._list(up)
+            prim = above.get(name) if above else None
             if prim is None:
-                self._every[path] = None
+                every[path] = None
                 return None
         else:
             prim = self._root
         # the children's prims with their names (a prim from its parent's list costs no path lookup: a model with
-        # thousands of envs asks about each env's children)
-        names = prim.GetFilteredChildrenNames(self._EVERY_PRIM)
-        children = prim.GetFilteredChildren(self._EVERY_PRIM) if names else ()
-        listed = self._every[path] = dict(zip(names, children, strict=True))
+        # thousands of envs asks about each env's children, most of them bare: one call each)
+        names = prim.GetFilteredChildrenNames(_EVERY_PRIM)
+        listed: dict[str, Usd.Prim] = {}
+        if names:
+            listed = dict(zip(names, prim.GetFilteredChildren(_EVERY_PRIM), strict=True))
+        every[path] = listed
         return listed
+
+
+_EVERY_PRIM = Usd.TraverseInstanceProxies(Usd.PrimAllPrimsPredicate)
+"""Every prim :meth:`StageListing.valid` counts: inactive, undefined and instance proxies included."""
 
 
 def rigid_placements(

@@ -129,6 +129,10 @@ class _SourceReads:
         costs a parse: the frames of cloned envs ask about thousands of such paths, below a few parents each)."""
         return self._listing.valid(path)
 
+    def empty(self, path: str) -> bool:
+        """:meth:`StageListing.empty`: no prim lies below ``path`` on the stage."""
+        return self._listing.empty(path)
+
     def below_bare(self, path: str, root: str) -> bool:
         """:meth:`StageListing.below_bare`: ``path`` is strictly below ``root``, which has nothing below it."""
         return self._listing.below_bare(path, root)
@@ -192,6 +196,8 @@ class FrameStore:
         self._body_scale: dict[int, np.ndarray] = {}
         self._body_rigid: dict[int, np.ndarray] = {}
         self.paths: list[str] = []
+        self.sources: list[str] = []
+        """Each node's stage prim (:meth:`source_path` of its path), in node order."""
         self.index: dict[str, int] = {}
         self._anchor = np.empty(0, dtype=np.int32)
         self._body = np.empty(0, dtype=np.int32)
@@ -322,10 +328,10 @@ class FrameStore:
         first = self.count
         index = dict(self.index)
         index.update(zip(new, range(first, first + len(new)), strict=True))
-        resolved = [
-            self._resolve(path, source, prim, reads, index)
-            for path, source, prim in zip(new, sources, prims, strict=True)
-        ]
+        resolved = self._resolve_clones(new, sources, reads, index)
+        for k, path in enumerate(new):
+            if resolved[k] is None:
+                resolved[k] = self._resolve(path, sources[k], prims[k], reads, index)
         # existing nodes below a new node now anchor on it
         new_set = set(new)
         moved = [n for n, path in enumerate(self.paths) if _has_ancestor_in(path, new_set)]
@@ -336,6 +342,7 @@ class FrameStore:
         local = _stacked([reads.local(source)[0] for source in sources])
         # commit (host)
         self.paths.extend(new)
+        self.sources.extend(sources)
         self.index = index
         total = self.count
         rows = np.array([*range(first, total), *moved], dtype=np.int64)
@@ -445,6 +452,55 @@ class FrameStore:
         if clone is not None:
             return -1, -1, chain @ self._clone_placement(frame, prim, clone)
         return -1, -1, chain
+
+    def _resolve_clones(
+        self, frames: list[str], sources: list[str], reads: _SourceReads, index: dict[str, int]
+    ) -> list[tuple[int, int, np.ndarray] | None]:
+        """:meth:`_resolve` of the cloned frames whose clone root has nothing on the stage, by family: the frames of
+        one source share its parents, so each step of the walk up is looked up for the whole family at once (the
+        same lookups, in the same order, as :meth:`_resolve`). A frame resolved here ends on a node or a body below
+        its clone root; any other (its walk reaches the clone root, a physics prim with no body, an ambiguous body, a
+        prim resetting the xform stack) is left None, for :meth:`_resolve`."""
+        out: list[tuple[int, int, np.ndarray] | None] = [None] * len(frames)
+        families: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (source, source root) -> (row, clone root)
+        clones = self._clones
+        for k, frame in enumerate(frames):
+            clone = clones.get(frame)
+            if clone is not None and reads.empty(clone[0]):
+                families.setdefault((sources[k], clone[1]), []).append((k, clone[0]))
+        bodies, ambiguous = self.bodies, self._ambiguous
+        for (source, source_root), members in families.items():
+            if reads.local(source)[1]:  # resets the xform stack
+                continue
+            chain = _IDENTITY
+            parent_path = source.rpartition("/")[0]
+            below = source_root + "/"
+            while members and parent_path.startswith(below):  # the steps strictly below the clone root
+                rest = parent_path[len(source_root) :]
+                left = []
+                for k, root in members:
+                    path = root + rest
+                    node = index.get(path)
+                    if node is not None:
+                        out[k] = (node, -1, chain)
+                        continue
+                    body = bodies.get(path)
+                    if body is None:
+                        left.append((k, root))
+                    elif path not in ambiguous:
+                        scale = self._body_scale.get(body)
+                        if scale is None:
+                            scale = self._scale_of_body(body, reads.prim(parent_path), parent_path, reads.cache, False)
+                        out[k] = (-1, body, scale if chain is _IDENTITY else chain @ scale)
+                members = left
+                if not members or reads.rigid_body(parent_path):  # a physics prim with no body: _resolve raises
+                    break
+                local, resets = reads.local(parent_path)
+                if resets:
+                    break
+                chain = chain @ local
+                parent_path = parent_path.rpartition("/")[0]
+        return out
 
     def _clone_placement(self, frame: str, prim: Usd.Prim, clone: tuple[str, str]) -> np.ndarray:
         """The placement of a cloned frame's env relative to its source's, for a cloned frame on no body."""

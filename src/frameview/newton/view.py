@@ -160,6 +160,8 @@ class NewtonFrameView(BaseFrameView):
         self._engine = engine
         engine.name(repr(self))
         self._model = model
+        self._nodes = nodes
+        """(N,) int32 host copy of :attr:`_view_node`: each viewed frame's node in the store."""
         self._bodies = store.body_of(nodes)
         self._needs_bodies = bool((self._bodies >= 0).any())
         dev = self._device
