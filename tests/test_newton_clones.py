@@ -10,6 +10,8 @@ that env's ``body_q``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import warp as wp
@@ -348,7 +350,7 @@ def test_a_stage_with_every_env_is_read_from_the_stage() -> None:
 _NAMES = ("a", "b", "c")
 
 
-def _clone_reference(stage: Usd.Stage, labels: list[str]) -> tuple[dict, dict, dict]:
+def _clone_reference(stage: Usd.Stage, labels: list[str]) -> tuple[dict, dict, dict, list[str]]:
     """The module docstring's rule by brute force: a label that is not a visible prim is a clone of each stage body
     of its depth that differs from it in exactly one component (components from the root, bodies in label order)."""
     paths = [label for label in dict.fromkeys(labels) if label.startswith("/") and "//" not in label[1:]]
@@ -378,49 +380,20 @@ def _clone_reference(stage: Usd.Stage, labels: list[str]) -> tuple[dict, dict, d
             pairs.setdefault(clone, []).append((label, body))
     prefixes = {clone: roots[0] for clone, roots in found.items() if len(roots) == 1}
     ambiguous = {clone: roots for clone, roots in found.items() if len(roots) > 1}
-    return prefixes, ambiguous, pairs
+    return prefixes, ambiguous, pairs, list(found)
 
 
-@st.composite
-def _stages_and_labels(draw: st.DrawFn) -> tuple[Usd.Stage, list[str], list[str]]:
-    paths = sorted({"/" + "/".join(draw(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=4)))
-                    for _ in range(draw(st.integers(4, 24)))})  # fmt: skip
-    stage = Usd.Stage.CreateInMemory()
-    kinds = [draw(st.sampled_from(["def", "def", "def", "over", "inactive", "class"])) for _ in paths]
-    for path, kind in zip(paths, kinds, strict=True):
-        if kind == "over":
-            stage.OverridePrim(path)
-        elif kind == "class" and path.count("/") == 1:  # a class prim is a root prim
-            stage.CreateClassPrim(path)
-        else:
-            stage.DefinePrim(path, "Xform")
-    for path, kind in zip(paths, kinds, strict=True):  # after every prim is defined (none below an inactive one)
-        if kind == "inactive" and stage.GetPrimAtPath(path):
-            stage.GetPrimAtPath(path).SetActive(False)
-    labels = draw(st.lists(st.sampled_from([*paths, "a", "a/b", "/a//b"]), max_size=30))
-    labels += ["/" + "/".join(draw(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=4))) for _ in range(8)]
-    return stage, labels, paths
-
-
-@settings(max_examples=80, deadline=None)
-@given(_stages_and_labels())
-def test_the_clone_search_matches_a_brute_force_reference(case: tuple[Usd.Stage, list[str], list[str]]) -> None:
-    """CloneTree (matches found once per parent of the labels) against the rule applied label by label; the stage
-    listing against pxr's own answers."""
+def _check_tree(stage: Usd.Stage, labels: list[str], paths: list[str], listing: Any = None) -> Any:
+    """CloneTree over ``stage`` and ``labels`` against :func:`_clone_reference`: clone roots, their sources, body
+    pairs, the clone roots listed as children of their parent (after its stage children), and ``has_prim`` of the
+    stage's prims, the labels and their mirrors. Returns the tree."""
     from frameview.newton.clones import CloneTree, StageListing
     from frameview.paths import _as_prim_tree
 
-    stage, labels, paths = case
-    listing = StageListing(stage)
+    listing = StageListing(stage) if listing is None else listing
     visible = _as_prim_tree(stage)
-    for path in {*paths, *(p.rpartition("/")[0] for p in paths if p.count("/") > 1), "/x", "/a/x/a"}:
-        assert listing.valid(path) == stage.GetPrimAtPath(path).IsValid(), path
-        assert listing.has_prim(path) == visible.has_prim(path), path
-        if visible.has_prim(path):
-            assert listing.child_names(path) == visible.child_names(path), path
-    assert listing.child_names("/") == visible.child_names("/")
     tree = CloneTree(listing, labels)
-    prefixes, ambiguous, pairs = _clone_reference(stage, labels)
+    prefixes, ambiguous, pairs, order = _clone_reference(stage, labels)
     assert tree.prefixes == prefixes
     assert tree.ambiguous == ambiguous
     for clone in prefixes:
@@ -452,3 +425,101 @@ def test_the_clone_search_matches_a_brute_force_reference(case: tuple[Usd.Stage,
                 tree.has_prim(path)
         else:
             assert tree.has_prim(path) == reference_has(path), path
+    below_clones = [*prefixes, *ambiguous]
+    for parent in {root.rpartition("/")[0] or "/" for root in order}:
+        if any(parent == root or parent.startswith(root + "/") for root in below_clones):
+            continue  # (its children mirror a source's too)
+        extra = [root.rpartition("/")[2] for root in order if (root.rpartition("/")[0] or "/") == parent]
+        stage_names = visible.child_names(parent) if parent == "/" or visible.has_prim(parent) else []
+        assert tree.child_names(parent) == stage_names + [n for n in extra if n not in stage_names], parent
+    return tree
+
+
+@st.composite
+def _stages_and_labels(draw: st.DrawFn) -> tuple[Usd.Stage, list[str], list[str]]:
+    paths = sorted({"/" + "/".join(draw(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=4)))
+                    for _ in range(draw(st.integers(4, 24)))})  # fmt: skip
+    stage = Usd.Stage.CreateInMemory()
+    kinds = [draw(st.sampled_from(["def", "def", "def", "over", "inactive", "class"])) for _ in paths]
+    for path, kind in zip(paths, kinds, strict=True):
+        if kind == "over":
+            stage.OverridePrim(path)
+        elif kind == "class" and path.count("/") == 1:  # a class prim is a root prim
+            stage.CreateClassPrim(path)
+        else:
+            stage.DefinePrim(path, "Xform")
+    for path, kind in zip(paths, kinds, strict=True):  # after every prim is defined (none below an inactive one)
+        if kind == "inactive" and stage.GetPrimAtPath(path):
+            stage.GetPrimAtPath(path).SetActive(False)
+    labels = draw(st.lists(st.sampled_from([*paths, "a", "a/b", "/a//b"]), max_size=30))
+    labels += ["/" + "/".join(draw(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=4))) for _ in range(8)]
+    return stage, labels, paths
+
+
+@settings(max_examples=80, deadline=None)
+@given(_stages_and_labels())
+def test_the_clone_search_matches_a_brute_force_reference(case: tuple[Usd.Stage, list[str], list[str]]) -> None:
+    """CloneTree (matches found once per parent of the labels) against the rule applied label by label; the stage
+    listing against pxr's own answers."""
+    from frameview.newton.clones import StageListing
+    from frameview.paths import _as_prim_tree
+
+    stage, labels, paths = case
+    listing = StageListing(stage)
+    visible = _as_prim_tree(stage)
+    for path in {*paths, *(p.rpartition("/")[0] for p in paths if p.count("/") > 1), "/x", "/a/x/a"}:
+        assert listing.valid(path) == stage.GetPrimAtPath(path).IsValid(), path
+        assert listing.has_prim(path) == visible.has_prim(path), path
+        if visible.has_prim(path):
+            assert listing.child_names(path) == visible.child_names(path), path
+    assert listing.child_names("/") == visible.child_names("/")
+    _check_tree(stage, labels, paths, listing)
+
+
+@st.composite
+def _replicated(draw: st.DrawFn) -> tuple[Usd.Stage, list[str], list[str], bool]:
+    """Labels of a model replicated per env (``head + env + suffix``, Isaac Lab's cloner's layout) over a stage that
+    holds one source env, and the other envs absent, as empty Xforms, partly or fully authored; and whether the stage
+    is the cloner's (two envs or more, the source env whole, every other env bare or absent)."""
+    head = draw(st.sampled_from(["/", "/World/envs/", "/a/b/"]))
+    envs = draw(st.lists(st.sampled_from(["env_0", "env_1", "env_2", "env_10", "a", "b"]), min_size=1, max_size=5,
+                         unique=True))  # fmt: skip
+    suffixes = draw(st.lists(st.sampled_from(["/Robot", "/Robot/arm", "/Robot/arm/tip", "/base", "/b/c", "/a"]),
+                             min_size=1, max_size=4, unique=True))  # fmt: skip
+    source = draw(st.sampled_from(envs))
+    stage = Usd.Stage.CreateInMemory()
+    whole = draw(st.booleans()) or len(suffixes) == 1
+    for suffix in suffixes if whole else suffixes[:-1]:
+        stage.DefinePrim(head + source + suffix, "Xform")
+    clean = whole
+    for env in envs:
+        if env == source:
+            continue
+        kind = draw(st.sampled_from(["absent", "xform", "xform", "inactive child", "partial", "whole"]))
+        if kind != "absent":
+            stage.DefinePrim(head + env, "Xform")
+        if kind == "inactive child":
+            stage.DefinePrim(head + env + "/Hidden", "Xform").SetActive(False)
+        elif kind == "partial":
+            stage.DefinePrim(head + env + suffixes[0], "Xform")
+        elif kind == "whole":
+            for suffix in suffixes:
+                stage.DefinePrim(head + env + suffix, "Xform")
+        clean = clean and kind in ("absent", "xform")
+    labels = [head + env + suffix for env in envs for suffix in suffixes]
+    paths = [str(prim.GetPath()) for prim in stage.TraverseAll()]
+    return stage, labels, paths, clean and len(envs) > 1
+
+
+@settings(max_examples=120, deadline=None)
+@given(_replicated())
+def test_replicated_envs_are_found_as_the_brute_force_reference_finds_them(
+    case: tuple[Usd.Stage, list[str], list[str], bool],
+) -> None:
+    """Labels in replicated blocks (one per env) take a search of their own, one listing per env: the same clone
+    roots, sources, pairs, children and prims as the rule applied label by label, whatever the other envs hold on
+    the stage (the cloner's stage takes that search; any other falls back to the general one)."""
+    stage, labels, paths, clean = case
+    tree = _check_tree(stage, labels, paths)
+    if clean:
+        assert tree._blocks is not None  # the cloner's stage: the replicated search ran

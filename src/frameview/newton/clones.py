@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import itemgetter
+from os.path import commonprefix
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,10 @@ class CloneTree:
     stage children, in the model's body order. A clone root with several candidate sources is *ambiguous*:
     reaching a path below it raises ``ValueError``.
 
+    Labels laid out as a replicating cloner lays them out (one block per env, the same suffixes in each) over a stage
+    that holds one env's bodies and nothing below the others are searched with one listing per env, not per label
+    (:func:`_replica_blocks`); the answer is the general search's, which decides any other stage.
+
     Args:
         stage: The stage's prims (:class:`StageListing`, kept for one view build).
         labels: ``model.body_label`` (prim paths; other labels are ignored).
@@ -55,11 +60,16 @@ class CloneTree:
         self._clone_of: dict[str, tuple[str, str] | str | None] = {}
         self._pairs: dict[str, list[tuple[int, str, str, list[tuple[int, str]]]]] = {}  # see pairs_of
         self._depths: list[int] = []  # the depths (components) of the clone roots, ascending
+        self._blocks: tuple[str, list[str]] | None = None  # replicated blocks: (source root, suffixes)
+        unique = list(dict.fromkeys(labels))
+        blocks = _replica_blocks(unique)
+        if blocks is not None and self._from_blocks(stage, *blocks):
+            return
         # the labels by parent (one listing, one match per parent: an env's bodies share theirs), in label order
         by_parent: dict[str, list[tuple[int, str]]] = {}
         last: str | None = None  # the labels of one parent come in a run (a builder adds an env's bodies in turn)
         group: list[tuple[int, str]] = []
-        for k, label in enumerate(dict.fromkeys(labels)):
+        for k, label in enumerate(unique):
             parent, slash, name = label.rpartition("/")
             if not slash:
                 continue
@@ -122,8 +132,33 @@ class CloneTree:
                 self._extra_children.setdefault(parent or "/", []).append(name)
         self._depths = sorted({root.count("/") for root in found})
 
+    def _from_blocks(self, stage: StageListing, head: str, envs: list[str], suffixes: list[str]) -> bool:
+        """The clone search on labels made of replicated blocks (:func:`_replica_blocks`), one listing per env: when
+        exactly one env holds prims on the stage and they are its block's bodies, every other env has nothing below
+        it on the stage, and each of its labels then differs from exactly one stage body (its source env's, with the
+        same suffix) in exactly one component (the env's), so the general search finds each env a clone of that one.
+        False (nothing set) for any other stage: the general search decides."""
+        empty = stage.empty
+        holding = [env for env in envs if not empty(head + env)]
+        if len(holding) != 1 or not all(stage.has_prim(head + holding[0] + suffix) for suffix in suffixes):
+            return False
+        source = holding[0]
+        source_root = head + source
+        clones = [env for env in envs if env != source]
+        self.prefixes = dict.fromkeys([head + env for env in clones], source_root)
+        self._blocks = (source_root, suffixes)
+        shown = stage.shown_children(head[:-1])  # (the root's for head "/")
+        extra = [env for env in clones if env not in shown]
+        if extra:
+            self._extra_children[head[:-1] or "/"] = extra
+        self._depths = [head.count("/")]
+        return True
+
     def pairs_of(self, clone: str) -> list[tuple[str, str]]:
         """``(clone body label, source body label)`` of each body of clone root ``clone``, in the labels' order."""
+        if self._blocks is not None:  # replicated blocks: the source's suffixes, in both envs
+            source_root, suffixes = self._blocks
+            return [(clone + suffix, source_root + suffix) for suffix in suffixes] if clone in self.prefixes else []
         pairs: list[tuple[int, str, str]] = []
         for k, label_or_parent, source_or_prefix, hits in self._pairs.get(clone, ()):
             if hits:  # the labels of one parent, ``hits`` their (index, name)
@@ -209,6 +244,45 @@ class CloneTree:
 
 
 _UNSEEN: Any = object()
+
+
+def _replica_blocks(labels: list[str]) -> tuple[str, list[str], list[str]] | None:
+    """``labels`` (distinct) as blocks of one size, block ``j`` being ``head + envs[j] + suffix`` for each of
+    ``suffixes`` in order (a model replicated per env, as Isaac Lab's Newton cloner builds it): ``(head, envs,
+    suffixes)``, or None when they are not (then the general search runs). ``head`` is an absolute path ending in
+    ``/``, ``envs`` distinct names, each suffix starts with ``/``; no component is empty."""
+    if len(labels) < 2:
+        return None
+    first = labels[0]
+    common = len(commonprefix([first, labels[-1]]))  # noqa: RUF071 (by character: env names differ inside one)
+    head = first[: first.rfind("/", 0, common) + 1]
+    start = len(head)
+    end = first.find("/", start)
+    if not head.startswith("/") or "//" in head or end <= start:
+        return None
+    inside = first[:end] + "/"
+    width = 1
+    while width < len(labels) and labels[width].startswith(inside):
+        width += 1
+    if len(labels) % width:
+        return None
+    suffixes = [label[end:] for label in labels[:width]]
+    if any("//" in suffix or suffix.endswith("/") for suffix in suffixes):
+        return None
+    # each block, joined by a character no label holds, is its first label's env name between the head and each
+    # suffix
+    envs = [label[start : label.find("/", start)] for label in labels[::width]]
+    glue = "\0".join(suffixes)
+    if glue.count("\0") != width - 1:
+        return None
+    for j, env in enumerate(envs):
+        prefix = head + env
+        block = "\0".join(labels[j * width : (j + 1) * width])
+        if not env or block != prefix + glue.replace("\0", "\0" + prefix) or block.count("\0") != width - 1:
+            return None
+    if len(set(envs)) < len(envs):
+        return None
+    return head, envs, suffixes
 
 
 class _Sources:

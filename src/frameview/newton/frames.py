@@ -315,15 +315,14 @@ class FrameStore:
         stage = self.stage
         cache = UsdGeom.XformCache(Usd.TimeCode.Default())
         reads = _SourceReads(stage, cache, listing)  # frames of cloned envs share their source's prims: read once
-        sources = [self.source_path(path) for path in new]
-        prims = []
+        clones = self._clones  # source_path, inline: a build asks for thousands
+        sources = [path if (clone := clones.get(path)) is None else clone[1] + path[len(clone[0]) :] for path in new]
         checked: set[str] = set()  # sources found a frame (cloned envs' frames share theirs)
+        bodies = self.bodies
         for path, source in zip(new, sources, strict=True):
-            prim = reads.prim(source)
-            if source not in checked or path in self.bodies:
-                self._check_frame(path, source, prim, reads)
+            if source not in checked or path in bodies:
+                self._check_frame(path, source, reads.prim(source), reads)
                 checked.add(source)
-            prims.append(prim)
         # resolve every new node against the nodes as they will be (new ancestors included), before changing state
         first = self.count
         index = dict(self.index)
@@ -331,7 +330,7 @@ class FrameStore:
         resolved = self._resolve_clones(new, sources, reads, index)
         for k, path in enumerate(new):
             if resolved[k] is None:
-                resolved[k] = self._resolve(path, sources[k], prims[k], reads, index)
+                resolved[k] = self._resolve(path, sources[k], reads.prim(sources[k]), reads, index)
         # existing nodes below a new node now anchor on it
         new_set = set(new)
         moved = [n for n, path in enumerate(self.paths) if _has_ancestor_in(path, new_set)]
@@ -339,7 +338,8 @@ class FrameStore:
             path = self.paths[n]
             source = self.source_path(path)
             resolved.append(self._resolve(path, source, reads.prim(source), reads, index))
-        local = _stacked([reads.local(source)[0] for source in sources])
+        local_of = {source: reads.local(source)[0] for source in dict.fromkeys(sources)}
+        local = _stacked(list(map(local_of.__getitem__, sources)))
         # commit (host)
         self.paths.extend(new)
         self.sources.extend(sources)
@@ -604,12 +604,12 @@ def _forget_listing(store: FrameStore) -> Any:
 def _stacked(matrices: list[np.ndarray]) -> np.ndarray:
     """``np.array(matrices)``, each distinct array object converted once (the frames of cloned envs share their
     source's local matrix and their body's scale)."""
-    first: dict[int, int] = {}
-    rows = [first.setdefault(id(m), len(first)) for m in matrices]
-    if len(first) == len(matrices):
+    ids = list(map(id, matrices))
+    distinct = dict(zip(ids, matrices, strict=True))
+    if len(distinct) == len(matrices):
         return np.array(matrices)
-    distinct = list({id(m): m for m in matrices}.values())
-    return np.array(distinct)[np.array(rows, dtype=np.intp)]
+    row_of = {key: n for n, key in enumerate(distinct)}
+    return np.array(list(distinct.values()))[np.fromiter(map(row_of.__getitem__, ids), np.intp, len(ids))]
 
 
 def _has_ancestor_in(path: str, paths: set[str]) -> bool:
