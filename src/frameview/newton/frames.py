@@ -318,9 +318,9 @@ class FrameStore:
         clones = self._clones  # source_path, inline: a build asks for thousands
         sources = [path if (clone := clones.get(path)) is None else clone[1] + path[len(clone[0]) :] for path in new]
         checked: set[str] = set()  # sources found a frame (cloned envs' frames share theirs)
-        bodies = self.bodies
+        body_labels = self.bodies
         for path, source in zip(new, sources, strict=True):
-            if source not in checked or path in bodies:
+            if source not in checked or path in body_labels:
                 self._check_frame(path, source, reads.prim(source), reads)
                 checked.add(source)
         # resolve every new node against the nodes as they will be (new ancestors included), before changing state
