@@ -9,6 +9,8 @@ from typing import Any
 
 import warp as wp
 
+from .sign_kernels import offset_signs
+
 __all__ = [
     "NO_QUATS",
     "SIGN_GF",
@@ -167,25 +169,6 @@ class EmptyArrays:
 
 
 NO_QUATS = EmptyArrays(wp.quatf)
-
-
-@wp.kernel
-def offset_signs(
-    # inputs
-    view_node: wp.array(dtype=wp.int32),
-    node_offset: wp.array(dtype=wp.transformf),
-    isaaclab_offset: wp.array(dtype=wp.quatf),
-    # outputs
-    signs_out: wp.array(dtype=wp.float32),
-):
-    """Per view row, the sign that aligns frameview's cached offset rotation with Isaac Lab's (``resolve_prim_pose``
-    of the frame relative to its body): world reads then return Isaac Lab's product ``body * offset``, sign included,
-    from the view's own read launch (:meth:`frameview.NewtonFrameView._use_quat_signs`)."""
-    i = wp.tid()
-    s = float(1.0)
-    if wp.dot(wp.transform_get_rotation(node_offset[view_node[i]]), isaaclab_offset[i]) < 0.0:
-        s = -1.0
-    signs_out[i] = s
 
 
 @wp.kernel
