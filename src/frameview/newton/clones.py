@@ -317,7 +317,6 @@ class _Sources:
         self._matches: dict[str, list[tuple[str, str, list[str]]]] = {"": []}  # see _prefix_matches
         self._parent_matches: dict[str, list[tuple[str, str, list[str]]]] = {}
         self._below_matches: dict[tuple[str, str], list[str]] = {}  # see _below_found
-        self._shared: dict[tuple[str, str], list[tuple[str, str]] | None] = {}  # see by_parent
 
     def by_parent(self, parent: str) -> list[tuple[str, str, str]] | None:
         """What :meth:`of` finds for any label below ``parent``, as ``(clone root, source root, prefix)``: the label
@@ -333,16 +332,10 @@ class _Sources:
         if not self._prefix_matches(anchor):  # no match above the anchor: the envs' parents share one answer
             end = parent.find("/", len(anchor) + 1)
             rest = "" if end == -1 else parent[end:]
-            shared = self._shared.get((anchor, rest), _UNSEEN)
-            if shared is _UNSEEN:
-                found = self._below_found(anchor, rest)
-                shared = self._shared[(anchor, rest)] = (
-                    None if len(found) > 1 else [(p[: len(p) - len(rest)], p + "/") for p in found]
-                )
-            if shared is None:
+            found = self._below_found(anchor, rest)
+            if len(found) > 1:
                 return None
-            clone = parent if end == -1 else parent[:end]
-            return [(clone, root, prefix) for root, prefix in shared]
+            return [(parent if end == -1 else parent[:end], p[: len(p) - len(rest)], p + "/") for p in found]
         out = []
         for clone, after, parents in self._parent_matches_of(parent):
             if len(parents) > 1:

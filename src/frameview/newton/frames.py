@@ -315,8 +315,7 @@ class FrameStore:
         stage = self.stage
         cache = UsdGeom.XformCache(Usd.TimeCode.Default())
         reads = _SourceReads(stage, cache, listing)  # frames of cloned envs share their source's prims: read once
-        clones = self._clones  # source_path, inline: a build asks for thousands
-        sources = [path if (clone := clones.get(path)) is None else clone[1] + path[len(clone[0]) :] for path in new]
+        sources = list(map(self.source_path, new))
         checked: set[str] = set()  # sources found a frame (cloned envs' frames share theirs)
         body_labels = self.bodies
         for path, source in zip(new, sources, strict=True):
