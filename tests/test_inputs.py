@@ -241,6 +241,50 @@ def test_numpy_data_refilled_between_calls(pair: Callable, device: str) -> None:
         _assert_identical(results, f"step {step}")
 
 
+def test_the_same_data_objects_changed_between_calls(pair: Callable, device: str) -> None:
+    """A reset loop passing the same tensor and Warp objects every call (the views remember zero-copy arrays by
+    the tensors' layout): each write writes what the objects hold at that call, also after a tensor was pointed at
+    other memory (``.data =``, its old memory kept alive with other values), given another dtype, or cut to fewer
+    rows with ids to match; Warp data refilled in place; bit-identical to Warp arrays made anew each call."""
+    tdev = _tdev(device)
+    robots, cams = pair()
+    native_robots, native_cams = pair()
+    rng = np.random.default_rng(12)
+    t_pos = torch.zeros((len(ROWS), 3), device=tdev)
+    t_quat = torch.zeros((len(ROWS), 4), device=tdev)
+    w_pos = wp.zeros(len(ROWS), dtype=wp.vec3f, device=device)
+    t_ids = torch.tensor(ROWS, device=tdev)
+    kept = []  # the memory a tensor pointed at before: alive, holding the values of the step before
+    for step in range(5):
+        rows = ROWS if step < 4 else ROWS[:2]
+        p = rng.uniform(-2, 2, (len(rows), 3)).astype(np.float32)
+        q = random_quats(rng, len(rows)).astype(np.float32)
+        if step in (0, 1):  # refilled in place
+            t_pos.copy_(torch.tensor(p, device=tdev))
+            t_quat.copy_(torch.tensor(q, device=tdev))
+        elif step == 2:  # pointed at other memory of the same layout
+            kept.append(t_pos.detach())
+            t_pos.data = torch.tensor(p, device=tdev)
+            t_quat.copy_(torch.tensor(q, device=tdev))
+        elif step == 3:  # another dtype, the same shape
+            kept.append(t_quat.detach())
+            t_pos.copy_(torch.tensor(p, device=tdev))
+            t_quat.data = torch.tensor(q, dtype=torch.float64, device=tdev)
+        else:  # fewer rows: the same objects, resized, and ids to match
+            t_pos.data = torch.tensor(p, device=tdev)
+            t_quat.data = torch.tensor(q, device=tdev)
+            t_ids.data = torch.tensor(rows, device=tdev)
+        w_pos.assign(p) if step < 4 else None
+        results = []
+        for (r, c), data in (((native_robots, native_cams), (*_native(device, p, q), rows)),
+                             ((robots, cams), (t_pos, t_quat, t_ids))):  # fmt: skip
+            r.set_world_poses(*data)
+            if step < 4:
+                c.set_world_poses(w_pos if c is cams else data[0], indices=[1, 2, 5])
+            results.append(_snapshot(r, c))
+        _assert_identical(results, f"step {step}")
+
+
 def test_as_torch_is_a_remembered_zero_copy_view(pair: Callable, device: str) -> None:
     """``fv.as_torch`` of a getter's output shares its memory, is the same tensor on the next call, and shows the
     next call's values (outputs are reused buffers)."""

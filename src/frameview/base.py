@@ -337,19 +337,21 @@ class BaseFrameView(abc.ABC):
         check_no_writer(self)
         self._check_open()
         args = self._args
-        with args.host_inputs():  # host inputs reach a CUDA device in one copy
+        # host inputs reach a CUDA device as pinned memory the kernels read in place (free again once they ran)
+        with args.host_inputs(in_place=True) as staging:
             rows = args.prepare(indices, mask, write=True, fold=True)
             rows, pairs = args.write_values(rows, values, kernels_check=True)
-        coerced = [array for array, _host in pairs]
-        if rows.count == 0 or all(c is None for c in coerced):
-            return
-        write(rows, *coerced)
-        # host inputs raise at the call: all of them checked on the host, or host data left to the kernels' checks
-        now = (rows.checked and all(host for _array, host in pairs)) or (
-            self._device_rows and any(host and array is not None for array, host in pairs)
-        )
-        # (values, coerced): the data by argument name, paired only on the error path
-        self._settle_rows(rows, call, now=now, data=(values, coerced))
+            coerced = [array for array, _host in pairs]
+            if rows.count == 0 or all(c is None for c in coerced):
+                return
+            write(rows, *coerced)
+            # host inputs raise at the call: all of them checked on the host, or host data left to the kernels' checks
+            now = (rows.checked and all(host for _array, host in pairs)) or (
+                self._device_rows and any(host and array is not None for array, host in pairs)
+            )
+            # (values, coerced): the data by argument name, paired only on the error path
+            if self._settle_rows(rows, call, now=now, data=(values, coerced)) and staging is not None:
+                staging.waited()
 
     def _apply_write(self, space: str, write: PendingWrite) -> None:
         """Run one validated write through the backend and settle its errors."""
@@ -460,11 +462,13 @@ class BaseFrameView(abc.ABC):
         self._check_open()
         self._errors.check(self._status_error("an earlier call", None))
 
-    def _settle_rows(self, rows: Rows, call: str, now: bool = False, data: Any = None) -> None:
+    def _settle_rows(self, rows: Rows, call: str, now: bool = False, data: Any = None) -> bool:
+        """Settle a call's errors (:meth:`DeviceErrors.settle`); whether it waited for the call's device work."""
         # device-row backends end each call that can fail with the status copy (in its graph where it has one); the
         # call's data names the bad values when the error is raised by the call itself
         data = data if now or not self._errors.deferred else None
-        self._errors.settle(status_error(call, rows, self._prim_paths, data), now=now, published=self._device_rows)
+        return self._errors.settle(status_error(call, rows, self._prim_paths, data), now=now,
+                                   published=self._device_rows)  # fmt: skip
 
     def _status_error(self, call: str, rows: Rows | None) -> Callable[[int], Exception]:
         """A factory: status word -> the exception naming the argument, row, index or prim (:func:`status_error`)."""

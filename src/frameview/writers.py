@@ -21,6 +21,7 @@ The view opens the scopes and applies their combined writes; its ``_stager``
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -31,7 +32,7 @@ import warp as wp
 from ._core.argument_kernels import stash_write
 from ._core.array_types import ArrayLike, IndicesLike, MaskLike
 from ._core.host import CAPTURE_LOCK
-from ._core.launch import RecordedLaunch, block_dim_for, capture_stream
+from ._core.launch import RecordedLaunch, block_dim_for, capture_stream, replay
 from ._core.rows import ALL, INDEXED, MASK, Rows
 from ._core.write_stager import PendingWrite
 from .kernels.scopes import accumulate_write, select_rows
@@ -292,7 +293,7 @@ class XformSpaceWriter:
         else:
             key = (threading.get_ident(), slot, kind, src.count, src.checked, *map(id, sources))
             plan = stash.plans.get(key)
-            if plan is None or any(a is not b for a, b in zip(plan.sources, sources, strict=True)):
+            if plan is None or not all(map(operator.is_, plan.sources, sources)):  # (ids of freed arrays reused)
                 if len(stash.plans) >= _Stash.KEPT_PLANS:
                     stash.plans.clear()
                 plan = stash.plans[key] = self._stash_plan(stash, src, kind, slot, sources)
@@ -600,7 +601,7 @@ class _Stash:
             wp.launch(stash_write, dim=dim, inputs=params, device=self.device, block_dim=block_dim_for(self.device))
             return
         if plan.graph is not None:
-            wp.capture_launch(plan.graph)
+            replay(plan.graph)
             return
         if self.device.is_cuda and plan.launched >= 1:
             stream = self._stream or capture_stream(self.device)
@@ -611,7 +612,7 @@ class _Stash:
                     wp.launch(stash_write, dim=dim, inputs=params, device=self.device, stream=stream,
                               block_dim=block_dim_for(self.device))  # fmt: skip
                 plan.graph = capture.graph
-                wp.capture_launch(plan.graph)
+                replay(plan.graph)
                 return
         plan.launched += 1
         if self._cmd is None:

@@ -150,7 +150,7 @@ class Arguments:
             out = wp.array(np.ascontiguousarray(host, dtype=np.int32), dtype=wp.int32, device=self._device)
             return Rows(INDEXED, n, indices=out)
         if self._device.is_cuda:
-            out = self._staging().put("indices", host.astype(np.int32, copy=False), wp.int32) if n else None
+            out = self._staging().put("indices", host, wp.int32) if n else None  # bounds checked: int32 is exact
             return Rows(INDEXED, n, indices=out if out is not None else self.head(self.index_buffer, 0))
         self.index_host[:n] = host  # bounds checked above: the int32 cast is exact
         return Rows(INDEXED, n, indices=self.head(self.index_buffer, n))
@@ -162,10 +162,11 @@ class Arguments:
             staging = self._host_staging = HostStaging(self._device, self._errors.is_capturing, call_bytes(self.count))
         return staging
 
-    def host_inputs(self) -> Any:
+    def host_inputs(self, in_place: bool = False) -> Any:
         """A context for one call's argument handling: on CUDA, its host inputs reach the device in one copy when
-        it ends (:meth:`HostStaging.batch`)."""
-        return self._staging().batch() if self._device.is_cuda else contextlib.nullcontext()
+        it ends, or (``in_place``: a context around the call's launches too) are read by its kernels from pinned
+        memory (:meth:`HostStaging.batch`); the context's value is the staging (``None`` on the CPU)."""
+        return self._staging().batch(in_place) if self._device.is_cuda else contextlib.nullcontext()
 
     def _device_indices(self, indices: IndicesLike, fold: bool = False) -> Rows | None:
         """Indices already on the view's device (Warp arrays, torch tensors: zero-copy), as int32 without a host
@@ -424,10 +425,10 @@ class Arguments:
 
     def _staged_rows(self, host: np.ndarray, name: str, dtype: Any) -> wp.array:
         """Host rows ((M, width) NumPy, checked here or by the kernels that read them) on the view's CUDA device as
-        (M,) ``dtype``, through the view's staging buffers (:class:`~.host_staging.HostStaging`): no allocation, one
-        copy per call; the device rows are read by this call's launches (or copied by a writer scope) before the next
-        call's copy."""
-        return self._staging().put(name, np.asarray(host, dtype=np.float32), dtype)
+        (M,) ``dtype``, through the view's staging buffers (:class:`~.host_staging.HostStaging`): no allocation, at
+        most one copy per call (none in a setter: its kernels read the pinned rows); the device rows are read by this
+        call's launches (or copied by a writer scope) before the next call writes the buffer."""
+        return self._staging().put(name, host, dtype)
 
     def _value_error(self, name: str, arr: wp.array) -> Callable[[int], Exception]:
         def make(value: int) -> Exception:

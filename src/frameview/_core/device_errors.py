@@ -185,20 +185,23 @@ class DeviceErrors:
         """One more publishing call ran: a replay of the view's own graph that ends with :meth:`publish`."""
         self._calls += 1
 
-    def settle(self, make_error: Callable[[int], Exception], *, now: bool, published: bool = False) -> None:
+    def settle(self, make_error: Callable[[int], Exception], *, now: bool, published: bool = False) -> bool:
         """After a call's launches: raise its error now (CPU, host inputs, or ``now``), or queue the check.
 
         Args:
             make_error: Builds the exception from the status word (called on the error path only).
             now: Report before returning even on CUDA (a host sync; used when the inputs came from the host).
             published: The call's launches ended with :meth:`publish` (counted there or by :meth:`executed`).
+
+        Returns:
+            Whether it waited for the stream: the call's device work has finished.
         """
         if now and self.deferred and published and not self.is_capturing():
             # the call's launches published its word into pinned memory: wait for the stream, then read it (an
             # earlier call's error is reported as that call's, not this one's)
             self._pending[self._calls] = make_error
             self.poll(wait=True)
-            return
+            return True
         if not self.deferred or now:
             if self._pending:  # an earlier call's error is reported as that call's, not this one's
                 self.poll(wait=True)
@@ -207,9 +210,9 @@ class DeviceErrors:
             if value != STATUS_OK:
                 self._reset()
                 raise make_error(value)
-            return
+            return False
         if self.is_capturing():
-            return  # inside the caller's graph capture: check() reports (the status word is part of the graph)
+            return False  # inside the caller's graph capture: check() reports (the status word is part of the graph)
         if not published:
             self.publish()
         self._pending[self._calls] = make_error
@@ -217,6 +220,7 @@ class DeviceErrors:
             self.poll()
             if len(self._pending) >= self._MAX_PENDING:
                 self.poll(wait=True)
+        return False
 
     def poll(self, *, wait: bool = False) -> None:
         """Raise the error of a queued call the GPU finished (with ``wait``, of every queued call); forget the queued

@@ -22,7 +22,29 @@ except ImportError:  # a Warp of another layout: CPU launches go through Launch.
 
 from .host import CAPTURE_LOCK
 
-__all__ = ["SMALL_BLOCK", "OffsetKeys", "RecordedLaunch", "address", "block_dim_for", "capture_stream", "narrow_key"]
+__all__ = [
+    "SMALL_BLOCK",
+    "OffsetKeys",
+    "RecordedLaunch",
+    "address",
+    "block_dim_for",
+    "capture_stream",
+    "narrow_key",
+    "replay",
+]
+
+
+def replay(graph: Any) -> None:
+    """``wp.capture_launch(graph)`` on the device's current stream: once the graph was launched (its executable
+    made), through Warp's native entry point, without ``capture_launch``'s dispatch (a graph captured by Warp on
+    CUDA; ~0.4 us of host time less per replay on an H200 host)."""
+    exe = graph.graph_exec
+    core = getattr(getattr(_warp_context, "runtime", None), "core", None)
+    if exe is None or getattr(graph, "_native_graph", None) is not None or core is None:
+        wp.capture_launch(graph)
+        return
+    if not core.wp_cuda_graph_launch(exe, graph.device.stream.cuda_stream):
+        raise RuntimeError(f"graph launch on {graph.device} failed: {_warp_context.runtime.get_error_string()}")
 
 
 class RecordedLaunch:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import warp as wp
 
 from .host import CAPTURE_LOCK
-from .launch import RecordedLaunch, block_dim_for, capture_stream
+from .launch import RecordedLaunch, block_dim_for, capture_stream, replay
 
 if TYPE_CHECKING:
     from .device_errors import DeviceErrors
@@ -103,7 +103,7 @@ class LaunchCache:
 
     def _replay(self, graph: Any) -> None:
         """Launch a captured graph on the device's current stream."""
-        wp.capture_launch(graph)
+        replay(graph)
 
     def _publish(self, publish: bool, stream: wp.Stream | None, in_graph: bool = False) -> None:
         """CUDA: publish the status word to pinned memory, for the view's check (nothing to do on the CPU)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import warp as wp
 
 from .._core.host import CAPTURE_LOCK
-from .._core.launch import RecordedLaunch, block_dim_for, capture_stream
+from .._core.launch import RecordedLaunch, block_dim_for, capture_stream, replay
 from .epoch import UNGUARDED
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class FabricLaunches:
             self._cache[key] = entry = [cmd, 0, None, outputs]
         cmd, replays, graph, _ = entry
         if graph is not None:
-            wp.capture_launch(graph)
+            replay(graph)
             return
         if self._device.is_cuda and replays >= 1 and self._own_capture_stream() is not None:
             # capture on the device's capture stream (non-blocking): work other threads put on the device meanwhile is
@@ -110,7 +110,7 @@ class FabricLaunches:
                                                 force_module_load=False) as capture:  # fmt: skip
                 cmd.launch(stream=self._capture_stream)
             entry[2] = capture.graph
-            wp.capture_launch(capture.graph)
+            replay(capture.graph)
             return
         entry[1] = replays + 1
         cmd.launch()
@@ -155,7 +155,7 @@ class FabricLaunches:
             with CAPTURE_LOCK, wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
                 self._launch_steps(steps, stream, in_graph=True)
             cached[1] = capture.graph
-        wp.capture_launch(cached[1])
+        replay(cached[1])
         self._errors.executed()
 
     def _own_capture_stream(self) -> wp.Stream | None:
