@@ -18,6 +18,8 @@ runs) and the camera poses as the task's camera reads them from its frame view (
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import sys
 import tempfile
 import time
@@ -27,6 +29,13 @@ import numpy as np
 
 ENVS = 4
 STEPS = 6
+
+
+def stand_in_path() -> Path:
+    """Where a run authors its stand-in cartpole: a temporary folder, removed when the process exits."""
+    folder = tempfile.mkdtemp(prefix="cartpole-stand-in-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return Path(folder) / "cartpole.usda"
 
 
 def stand_in_cartpole(path: Path) -> None:
@@ -92,7 +101,7 @@ def main(mode: str, out: str) -> None:
     from isaaclab_tasks.core.cartpole.cartpole_direct_camera_env_cfg import CartpoleCameraEnvCfg
     from isaaclab_tasks.utils.hydra import resolve_presets
 
-    asset = Path(tempfile.mkdtemp(prefix="cartpole-stand-in-")) / "cartpole.usda"
+    asset = stand_in_path()
     stand_in_cartpole(asset)
     cfg = resolve_presets(CartpoleCameraEnvCfg(), {"newton_mjwarp", "newton_renderer", "rgb"})
     cfg.scene.num_envs = ENVS

@@ -36,7 +36,6 @@ rounding of the float64 composition), 1 otherwise; one summary line per quantity
 from __future__ import annotations
 
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -83,11 +82,12 @@ def main(base: str = "fixed", steps: str = "100", envs: str = "16") -> int:
     n_steps, n_envs = int(steps), int(envs)
     fvi.install()
     from isaaclab.sim.views import FrameView
+    from isaaclab_camera_task import stand_in_path
     from isaaclab_tasks.core.cartpole.cartpole_direct_env import CartpoleEnv
     from isaaclab_tasks.core.cartpole.cartpole_direct_env_cfg import CartpoleEnvCfg
     from isaaclab_tasks.utils.hydra import resolve_presets
 
-    asset = Path(tempfile.mkdtemp(prefix="cartpole-stand-in-")) / "cartpole.usda"
+    asset = stand_in_path()
     stand_in_cartpole(asset, floating=base == "floating")
     cfg = resolve_presets(CartpoleEnvCfg(), {"newton_mjwarp"})
     cfg.scene.num_envs = n_envs

@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -36,12 +35,13 @@ def main(envs: str = "1024", reps: str = "300", out: str = "") -> int:
     n_envs, n_reps = int(envs), int(reps)
     sys.path.insert(0, str(Path(__file__).parent))
     from isaaclab.sim.views import FrameView
+    from isaaclab_camera_task import stand_in_path
     from isaaclab_physics_task import stand_in_cartpole
     from isaaclab_tasks.core.cartpole.cartpole_direct_env import CartpoleEnv
     from isaaclab_tasks.core.cartpole.cartpole_direct_env_cfg import CartpoleEnvCfg
     from isaaclab_tasks.utils.hydra import resolve_presets
 
-    asset = Path(tempfile.mkdtemp(prefix="cartpole-stand-in-")) / "cartpole.usda"
+    asset = stand_in_path()
     stand_in_cartpole(asset, floating=False)
     cfg = resolve_presets(CartpoleEnvCfg(), {"newton_mjwarp"})
     cfg.scene.num_envs = n_envs
