@@ -115,8 +115,8 @@ class HostStaging:
         """A context in which :meth:`put` only writes host memory; leaving it copies everything in one copy. With
         ``in_place`` the context spans the call's launches too: the views :meth:`put` hands out are the pinned
         memory, and leaving the context records an event after the launches unless :meth:`waited` was called."""
-        if not self._depth:
-            self._in_place, self._waited = in_place, False
+        if not self._depth:  # pinned memory is device-addressable under unified addressing (every 64-bit CUDA host)
+            self._in_place, self._waited = in_place and self._device.is_uva, False
         return self
 
     def __enter__(self) -> HostStaging:
