@@ -31,8 +31,7 @@ import warp as wp
 
 from ._core.argument_kernels import stash_write
 from ._core.array_types import ArrayLike, IndicesLike, MaskLike
-from ._core.host import CAPTURE_LOCK
-from ._core.launch import RecordedLaunch, block_dim_for, capture_stream, replay
+from ._core.launch import RecordedLaunch, block_dim_for, capture_stream, captured, replay
 from ._core.rows import ALL, INDEXED, MASK, Rows
 from ._core.write_stager import PendingWrite
 from .kernels.scopes import accumulate_write, select_rows
@@ -607,11 +606,9 @@ class _Stash:
             stream = self._stream or capture_stream(self.device)
             if stream is not None:
                 self._stream = stream
-                with CAPTURE_LOCK, wp.ScopedCapture(device=self.device, stream=stream,
-                                                    force_module_load=False) as capture:  # fmt: skip
-                    wp.launch(stash_write, dim=dim, inputs=params, device=self.device, stream=stream,
-                              block_dim=block_dim_for(self.device))  # fmt: skip
-                plan.graph = capture.graph
+                plan.graph = captured(self.device, stream, lambda: wp.launch(
+                    stash_write, dim=dim, inputs=params, device=self.device, stream=stream,
+                    block_dim=block_dim_for(self.device)))  # fmt: skip
                 replay(plan.graph)
                 return
         plan.launched += 1

@@ -11,6 +11,7 @@ recorded launches and call graphs are :mod:`.launch_caches` (Newton) and :mod:`f
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 import warp as wp
@@ -29,9 +30,19 @@ __all__ = [
     "address",
     "block_dim_for",
     "capture_stream",
+    "captured",
     "narrow_key",
     "replay",
 ]
+
+
+def captured(device: Any, stream: wp.Stream, launch: Callable[[], None]) -> Any:
+    """The CUDA graph of ``launch()``, whose every operation names ``stream`` (the views' capture stream of
+    ``device``, :func:`capture_stream`): the device's current stream is not touched, and work other threads put on
+    the device meanwhile is neither captured nor disturbed."""
+    with CAPTURE_LOCK, wp.ScopedCapture(device=device, stream=stream, force_module_load=False) as capture:
+        launch()
+    return capture.graph
 
 
 def replay(graph: Any) -> None:

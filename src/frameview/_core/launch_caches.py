@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
-from .host import CAPTURE_LOCK
-from .launch import RecordedLaunch, block_dim_for, capture_stream, replay
+from .launch import RecordedLaunch, block_dim_for, capture_stream, captured, replay
 
 if TYPE_CHECKING:
     from .device_errors import DeviceErrors
@@ -96,10 +95,12 @@ class LaunchCache:
         """A CUDA graph of ``steps`` (and the publish copy), captured on the device's capture stream: every operation
         names that stream, so the device's current stream is not touched."""
         stream = self._stream
-        with CAPTURE_LOCK, wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
+
+        def launch() -> None:
             self._launch(name, steps, stream)
             self._publish(publish, stream, in_graph=True)
-        return capture.graph
+
+        return captured(self._device, stream, launch)
 
     def _replay(self, graph: Any) -> None:
         """Launch a captured graph on the device's current stream."""

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
-from .._core.host import CAPTURE_LOCK
-from .._core.launch import RecordedLaunch, block_dim_for, capture_stream, replay
+from .._core.launch import RecordedLaunch, block_dim_for, capture_stream, captured, replay
 from .epoch import UNGUARDED
 
 if TYPE_CHECKING:
@@ -104,13 +103,10 @@ class FabricLaunches:
             replay(graph)
             return
         if self._device.is_cuda and replays >= 1 and self._own_capture_stream() is not None:
-            # capture on the device's capture stream (non-blocking): work other threads put on the device meanwhile is
-            # neither captured nor disturbed; the graph is replayed on the caller's current stream
-            with CAPTURE_LOCK, wp.ScopedCapture(device=self._device, stream=self._capture_stream,
-                                                force_module_load=False) as capture:  # fmt: skip
-                cmd.launch(stream=self._capture_stream)
-            entry[2] = capture.graph
-            replay(capture.graph)
+            # captured on the device's capture stream, replayed on the caller's current stream
+            stream = self._capture_stream
+            entry[2] = captured(self._device, stream, lambda: cmd.launch(stream=stream))
+            replay(entry[2])
             return
         entry[1] = replays + 1
         cmd.launch()
@@ -152,9 +148,7 @@ class FabricLaunches:
         if cached[1] is None:  # every operation names the capture stream: the device's current stream is not touched
             stream = self._capture_stream
             steps = [*build(), ("publish",)]
-            with CAPTURE_LOCK, wp.ScopedCapture(device=self._device, stream=stream, force_module_load=False) as capture:
-                self._launch_steps(steps, stream, in_graph=True)
-            cached[1] = capture.graph
+            cached[1] = captured(self._device, stream, lambda: self._launch_steps(steps, stream, in_graph=True))
         replay(cached[1])
         self._errors.executed()
 
