@@ -453,8 +453,7 @@ def test_world_scales_under_scaled_parents(make_scene: Callable[..., Scene], dev
 
 def test_poses_and_scales_together(make_scene: Callable[..., Scene], device: str, backend: str) -> None:
     """Poses and scales written in one world scope give the world matrix compose(pos, quat, scale): in one write,
-    except for CUDA device data on device-row backends, whose writes a scope keeps apart (only the kernels can
-    check them: a rejected one must not take the other down)."""
+    or in two where the writes are kept apart (:func:`_writes_apart`)."""
     scene = make_scene(3)
     view = scene.view
     calls = _count_backend_writes(view)
@@ -462,7 +461,7 @@ def test_poses_and_scales_together(make_scene: Callable[..., Scene], device: str
     with view.xform_world_space_writer() as w:
         w.set_poses(vec3f(pos, device), vec4f(quat, device))
         w.set_scales(vec3f(scale, device))
-    assert calls == [2 if device.startswith("cuda") and backend != "usd" else 1]
+    assert calls == [2 if _writes_apart(device, backend) else 1]
     world = np.array([compose(p, q, s) for p, q, s in zip(f32(pos), f32(quat), f32(scale), strict=True)])
     wpos, wquat, wscale = decompose_all(world)
     got_pos, got_quat = world_poses(view)
@@ -473,6 +472,16 @@ def test_poses_and_scales_together(make_scene: Callable[..., Scene], device: str
     np.testing.assert_allclose(local_poses(view)[0], lpos, atol=ATOL)
     np.testing.assert_allclose(view.get_local_scales().numpy(), lscale, atol=ATOL)
     assert_parents_untouched(scene)
+
+
+FABRIC_BACKENDS = ("fabric", "ovstage", "usdrt")
+
+
+def _writes_apart(device: str, backend: str) -> bool:
+    """Whether a scope's writes to the same rows are backend writes of their own: on Fabric views (no view prim
+    below another: each write is made at its call), and for CUDA device data on device-row backends (only the
+    kernels can check it: a rejected write must not take the other down)."""
+    return backend in FABRIC_BACKENDS or (device.startswith("cuda") and backend != "usd")
 
 
 def _count_backend_writes(view: fv.BaseFrameView) -> list[int]:
@@ -510,6 +519,76 @@ def test_writer_copies_the_callers_buffers(make_scene: Callable[..., Scene], dev
         host[:] = [1, 0]
         w.set_poses(orientations=vec4f([YAW_90, YAW_90], device), indices=[0, 1])
     np.testing.assert_allclose(world_poses(view)[0], [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], atol=ATOL)
+
+
+@pytest.mark.parametrize("space", ["world", "local"])
+@pytest.mark.parametrize("rows", ["all", "list", "device", "int64", "mask"])
+@pytest.mark.parametrize("moved_by", ["view", "usd", "nothing"])
+def test_prims_stay_where_the_scope_put_them_when_the_stage_changes_inside_it(
+    make_scene: Callable[..., Scene], device: str, backend: str, space: str, rows: str, moved_by: str
+) -> None:
+    """Inside a scope, after its write, the caller refills its buffers, then the parents move (through another view
+    of the backend, or by a USD edit that the backend follows, which also edits the written prims' own
+    translations). On exit each written prim holds the value written in the scope's space, solved against the
+    parents as they are then; the others keep their local pose and follow their parent. (Fabric views write at the
+    call and, when the stage changed since, write their copy again at exit: two backend writes, one otherwise.)
+    Truth: float64 math from the values written and the parents' stored world matrices."""
+    if moved_by == "usd" and backend not in ("usd", "fabric"):
+        pytest.skip("ovstage, usdrt and newton views do not follow USD edits made after the view was built")
+    n = 4
+    scene = make_scene(n)
+    view = scene.view
+    parents = scene.parent_view() if moved_by == "view" else None
+    rng = np.random.default_rng(11)
+    chosen = {"all": list(range(n)), "list": [3, 1], "device": [2, 0, 3], "int64": [1, 2], "mask": [0, 2, 3]}[rows]
+    m = n if rows in ("all", "mask") else len(chosen)
+    pos = rng.uniform(-2.0, 2.0, (m, 3))
+    quat = rng.normal(size=(m, 4))
+    quat /= np.linalg.norm(quat, axis=1, keepdims=True)
+    select: dict[str, Any] = {
+        "all": {}, "list": {"indices": chosen}, "device": {"indices": idx(chosen, device)},
+        "int64": {"indices": idx(chosen, device, wp.int64)},
+        "mask": {"mask": wp.array([k in chosen for k in range(n)], dtype=wp.bool, device=device)},
+    }[rows]  # fmt: skip
+    data_rows = chosen if rows in ("list", "device", "int64") else list(range(n))
+    local_before = local_poses(view)
+    pos_buf, quat_buf = vec3f(pos, device), vec4f(quat, device)
+    calls = _count_backend_writes(view)
+    writer = view.xform_world_space_writer() if space == "world" else view.xform_local_space_writer()
+    with writer as w:
+        w.set_poses(pos_buf, quat_buf, **select)
+        pos_buf.fill_(wp.vec3f(9.0, 9.0, 9.0))  # the caller's buffers reused: the scope wrote (and keeps) a copy
+        quat_buf.zero_()
+        if moved_by == "view":
+            assert parents is not None
+            moved = rng.uniform(-3.0, 3.0, (n, 3))
+            parents.set_world_poses(vec3f(moved, device), vec4f(np.tile(YAW_90, (n, 1)), device))
+        elif moved_by == "usd":
+            for k in range(n):
+                ops = UsdGeom.Xformable(scene.stage.GetPrimAtPath(scene.parent_paths[k])).GetOrderedXformOps()
+                ops[0].Set(Gf.Vec3d(1.0 + k, -2.0, 0.5))
+                child = UsdGeom.Xformable(scene.stage.GetPrimAtPath(scene.parent_paths[k] + "/Child"))
+                child.GetOrderedXformOps()[0].Set(Gf.Vec3d(0.0, 0.0, 7.0))
+    if backend in FABRIC_BACKENDS:
+        assert calls == [1 if moved_by == "nothing" else 2]
+    parent_now = scene.parent_world()
+    if moved_by == "nothing":
+        np.testing.assert_array_equal(parent_now, scene.parent_truth)
+    wpos, wquat = world_poses(view)
+    lpos, lquat = local_poses(view)
+    got_pos, got_quat = (wpos, wquat) if space == "world" else (lpos, lquat)
+    for k in range(n):
+        if k in chosen:
+            r = data_rows.index(k)
+            np.testing.assert_allclose(got_pos[k], f32(pos[r]), atol=ATOL)
+            assert_quats_close(got_quat[k][None], f32(quat[r])[None], atol=ATOL)
+            continue
+        # not written: the local pose kept (the USD edit of the children's translation reaches them), world follows
+        expect_local = (0.0, 0.0, 7.0) if moved_by == "usd" else local_before[0][k]
+        np.testing.assert_allclose(lpos[k], expect_local, atol=ATOL)
+        assert_quats_close(lquat[k][None], local_before[1][k][None], atol=ATOL)
+    world = np.array([compose(p, q, (1.0, 1.0, 1.0)) for p, q in zip(lpos, lquat, strict=True)]) @ parent_now
+    np.testing.assert_allclose(wpos, world[:, 3, :3], atol=ATOL)
 
 
 def test_nested_world_writes_hold_every_value_written(device: str, backend: str, standin: Any) -> None:
@@ -623,10 +702,11 @@ def test_exception_in_scope_keeps_the_view_consistent(make_scene: Callable[..., 
     assert_parents_untouched(scene)
 
 
-def test_rejected_flush_unlocks_the_view(make_scene: Callable[..., Scene], device: str) -> None:
-    """A write the backend rejects when the scope flushes (a singular parent) raises (on exit for host data; device
-    data on CUDA: at the view's next call or check(), as the view's setters), writes nothing and leaves the view
-    unlocked; with an exception already in flight, that exception propagates instead."""
+def test_rejected_flush_unlocks_the_view(make_scene: Callable[..., Scene], device: str, backend: str) -> None:
+    """A write the backend rejects (a singular parent) raises (host data: on exit, or at the call on Fabric views,
+    which write at each call; device data on CUDA: at the view's next call or check(), as the view's setters),
+    writes nothing and leaves the view unlocked; with an exception already in flight at exit, that exception
+    propagates instead."""
     scene = make_scene(1, parent_scale=(0.0, 1.0, 1.0))
     view = scene.view
     before = local_poses(view)[0]
@@ -639,7 +719,9 @@ def test_rejected_flush_unlocks_the_view(make_scene: Callable[..., Scene], devic
             w.set_poses(positions=vec3f(host, device))
         view.check()
     np.testing.assert_array_equal(local_poses(view)[0], before)
-    with pytest.raises(KeyError, match="boom"), view.xform_world_space_writer() as w:
+    at_call = backend in FABRIC_BACKENDS
+    expected = pytest.raises(ValueError, match="singular") if at_call else pytest.raises(KeyError, match="boom")
+    with expected, view.xform_world_space_writer() as w:
         w.set_poses(positions=host)
         raise KeyError("boom")
     np.testing.assert_array_equal(local_poses(view)[0], before)
@@ -684,9 +766,9 @@ def test_same_rows_combine_into_one_write(
     make_scene: Callable[..., Scene], device: str, backend: str, rows: str
 ) -> None:
     """Poses then scales to the same rows are one backend write when the scope checked both at the call (host
-    inputs; every input on the CPU). On CUDA, device-row backends (Fabric, Newton) check device data in their kernels:
-    such writes are held apart and applied in order at exit, so that a rejected one takes no other down with it. The
-    result is the same."""
+    inputs; every input on the CPU), except where the writes are kept apart (:func:`_writes_apart`: on Fabric views
+    each is made at its call; on CUDA, Newton views hold device data apart and apply it in order at exit, so that a
+    rejected write takes no other down with it). The result is the same."""
     scene = make_scene(3)
     view = scene.view
     order = [2, 0]
@@ -696,8 +778,7 @@ def test_same_rows_combine_into_one_write(
     with view.xform_local_space_writer() as w:
         w.set_poses(vec3f([[1.0, 2.0, 3.0]] * m, device), indices=indices)
         w.set_scales(vec3f([[2.0, 2.0, 2.0]] * m, device), indices=indices)
-    through = device.startswith("cuda") and backend != "usd"
-    assert calls == [2 if through else 1]
+    assert calls == [2 if _writes_apart(device, backend) else 1]
     written = list(range(3)) if indices is None else order
     np.testing.assert_allclose(local_poses(view)[0][written], [[1.0, 2.0, 3.0]] * m, atol=ATOL)
     np.testing.assert_allclose(view.get_local_scales().numpy()[written], 2.0, atol=ATOL)

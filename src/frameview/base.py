@@ -336,6 +336,19 @@ class BaseFrameView(abc.ABC):
         """One setter's write: its rows and data checked and coerced, then the backend hook ``write(rows, *data)``."""
         check_no_writer(self)
         self._check_open()
+        self._write_now(write, call, indices, mask, values)
+
+    def _write_now(
+        self,
+        write: Callable,
+        call: str,
+        indices: IndicesLike,
+        mask: MaskLike,
+        values: tuple[tuple[Any, str, type], ...],
+    ) -> bool | None:
+        """A write made at its call (a setter's, or a writer scope's on a backend that writes scopes at each call):
+        rows and data checked and coerced, ``write(rows, *data)``, errors settled. Returns whether its errors were
+        raised at the call (host inputs), ``None`` when it wrote nothing."""
         args = self._args
         # host inputs reach a CUDA device as pinned memory the kernels read in place (free again once they ran)
         with args.host_inputs(in_place=True) as staging:
@@ -343,7 +356,7 @@ class BaseFrameView(abc.ABC):
             rows, pairs = args.write_values(rows, values, kernels_check=True)
             coerced = [array for array, _host in pairs]
             if rows.count == 0 or all(c is None for c in coerced):
-                return
+                return None
             write(rows, *coerced)
             # host inputs raise at the call: all of them checked on the host, or host data left to the kernels' checks
             now = (rows.checked and all(host for _array, host in pairs)) or (
@@ -352,11 +365,22 @@ class BaseFrameView(abc.ABC):
             # (values, coerced): the data by argument name, paired only on the error path
             if self._settle_rows(rows, call, now=now, data=(values, coerced)) and staging is not None:
                 staging.waited()
+            return now
 
     def _apply_write(self, space: str, write: PendingWrite) -> None:
         """Run one validated write through the backend and settle its errors."""
         write_components(self, write.rows, space == "world", write.pos, write.quat, write.scale)
         self._settle_rows(write.rows, write.call(space), now=write.from_host)
+
+    def _scope_writes_at_call(self) -> bool:
+        """Whether a writer scope writes at each call (through :meth:`_write_now` and the backend's combined
+        ``_write(rows, *, in_world, pos, quat, scale, keep)``), keeping a copy that it writes again at exit when
+        :meth:`_stage_marks` changed meanwhile, instead of holding the writes until exit. False here."""
+        return False
+
+    def _stage_marks(self) -> Any:
+        """What changes when something may have moved the prims' parents (see :meth:`_scope_writes_at_call`)."""
+        return None
 
     # ---------------------------------------------------------------- writer scopes, world scales, scale aliases
 

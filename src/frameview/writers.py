@@ -7,15 +7,16 @@ A writer scope batches the writes of one space::
     with view.xform_world_space_writer() as w:
         w.set_poses(positions=p, orientations=q, indices=env_ids)
         w.set_scales(s, indices=env_ids)
-    # one solve of both writes: local matrices, world matrices and descendants derived once
+    # every value written stands, solved against the parents as they are on exit
 
 Each write is validated when it is made (shapes, dtypes, indices, non-finite values raise at once, as for the view's
-setters) and its data copied, then held; writes to the same rows are combined into one backend write, which runs
-when the scope flushes: on exit, before a writer getter, and before a write to other rows. See
-:class:`XformSpaceWriter` for what is combined and what goes through at once.
+setters) and its data copied. A Fabric view without nested prims writes it at once (as its setter does) and writes
+the copy again on exit if the stage changed meanwhile; the other views hold it, combine writes to the same rows
+into one backend write, and apply them when the scope flushes: on exit, before a writer getter, and before a write
+to other rows. See :class:`XformSpaceWriter`.
 
-The view opens the scopes and applies their combined writes; its ``_stager``
-(:class:`~frameview._core.write_stager.WriteStager`) validates the held writes.
+The view opens the scopes and makes their writes (``BaseFrameView._write_now`` at the call; its ``_stager``,
+:class:`~frameview._core.write_stager.WriteStager`, validates the held ones).
 """
 
 from __future__ import annotations
@@ -74,6 +75,18 @@ class ScopedView(Protocol):
 
     def _apply_write(self, space: str, write: PendingWrite) -> None: ...
 
+    def _write_now(
+        self, write: Any, call: str, indices: Any, mask: Any, values: tuple[tuple[Any, str, type], ...]
+    ) -> bool | None: ...
+
+    def _write(
+        self, rows: Rows, *, in_world: bool, pos: Any, quat: Any, scale: Any, keep: tuple[tuple, list]
+    ) -> None: ...
+
+    def _scope_writes_at_call(self) -> bool: ...
+
+    def _stage_marks(self) -> Any: ...
+
 
 def _same_rows(a: tuple | None, b: tuple | None) -> bool:
     if a is None or b is None or a[0] != b[0]:
@@ -103,18 +116,28 @@ class XformSpaceWriter:
 
     **When writes happen.** Each write is validated at once (as the view's setters validate; on the CPU every input,
     device arrays included, is checked at the call, so a bad write raises there and nothing earlier is lost) and its
-    data and indices are copied, so the caller may reuse its buffers. Writes are held until the scope flushes: on
-    exit (also when the body raised: the writes made before the exception are applied), and before :meth:`get_poses`
-    / :meth:`get_scales` (which therefore see every write made so far). At the flush the held writes are applied in
-    the order they were made, so every world value written in the scope is solved against its parents' world
-    matrices at that moment: a parent moved meanwhile by another view does not carry the prim away from the world
-    pose written (as Isaac Lab's writers derive the other space on exit). Consecutive writes to the same rows
-    (``indices=None``, or equal host indices or masks) whose inputs were all checked at the call are combined into
-    one backend write (one solve, one commit, descendants moved once; every prim gets the last value written to each
-    component). Writes whose inputs only the device can check (device data or indices on CUDA) are never combined:
-    a rejected write writes nothing of its own and never takes an earlier accepted write down with it (on CUDA it is
-    reported as described in :doc:`reliability`; as for any rejected device call, the writes after it in the
-    same flush are not applied either).
+    data and indices are copied, so the caller may reuse its buffers.
+
+    *Views that write at the call* (Fabric views where no view prim lies below another: the view's
+    ``_scope_writes_at_call``): each write is made when it is called, as the view's setter makes it (same checks and
+    errors), and the same launch copies its rows and data into the writer's buffers. At the flush (on exit, and
+    before :meth:`get_poses` / :meth:`get_scales`) the copies are written again, in order, only if the stage changed
+    since (another frameview view wrote to it, or the embedded Fabric model noticed a USD edit): every value written
+    in the scope then stands, solved against the parents at that moment. Writers outside frameview (physics, Kit's
+    USD-to-Fabric sync) are not seen: do not run them inside a scope (Isaac Lab asks the same of its scopes).
+
+    *Other views* hold the writes until the scope flushes: on exit (also when the body raised: the writes made
+    before the exception are applied), before :meth:`get_poses` / :meth:`get_scales` (which therefore see every
+    write made so far), and before a write to other rows. At the flush the held writes are applied in the order they
+    were made, so every world value written in the scope is solved against its parents' world matrices at that
+    moment: a parent moved meanwhile by another view does not carry the prim away from the world pose written (as
+    Isaac Lab's writers derive the other space on exit). Consecutive writes to the same rows (``indices=None``, or
+    equal host indices or masks) whose inputs were all checked at the call are combined into one backend write (one
+    solve, one commit, descendants moved once; every prim gets the last value written to each component). Writes
+    whose inputs only the device can check (device data or indices on CUDA) are never combined: a rejected write
+    writes nothing of its own and never takes an earlier accepted write down with it (on CUDA it is reported as
+    described in :doc:`reliability`; as for any rejected device call, the writes after it in the same flush are not
+    applied either).
 
     **Nested prims in a world-space writer.** When the view holds a prim and one of its ancestors, the held writes
     are not applied one after another (a later write of the ancestor, or of the prim's other component, would carry
@@ -128,6 +151,7 @@ class XformSpaceWriter:
     """
 
     _space = "world"
+    _calls = ("set_world", "set_world_scales")  # what errors name a write of poses, of scales only
 
     def __init__(self, view: ScopedView) -> None:
         self._view = view
@@ -135,6 +159,11 @@ class XformSpaceWriter:
         self._calling = False
         self._calling_block = _Calling(self)
         self._pending: list[PendingWrite] = []
+        self._at_call = False  # the view writes each write at its call (set on entering)
+        self._kept: list[tuple[_StashPlan, bool]] = []  # the copies of the writes made at their calls (and `now`)
+        self._made: _StashPlan | None = None  # the copy of the write being made at its call
+        self._marks: Any = None  # the view's stage marks after the last write made at its call
+        self._moved = False  # the marks changed between two writes made at their calls
 
     @property
     def space(self) -> str:
@@ -163,6 +192,7 @@ class XformSpaceWriter:
                 )
             view._active_writer = self
             self._state = "open"
+            self._at_call = view._scope_writes_at_call()
         return self
 
     def __exit__(
@@ -180,6 +210,7 @@ class XformSpaceWriter:
                 )
             finally:
                 self._pending = []
+                self._kept = []
                 self._state = "closed"
                 if view._active_writer is self:
                     view._active_writer = None
@@ -254,6 +285,9 @@ class XformSpaceWriter:
         view = self._view
         with view._lock, self._inside():
             view._check_open()
+            if self._at_call:
+                self._write_at_call(indices, mask, values)
+                return
             staged = view._stager.stage(indices, mask, values, now=True)
             if staged is None:
                 return
@@ -263,6 +297,28 @@ class XformSpaceWriter:
                 self._combine(last, staged, len(self._pending) - 1)
                 return
             self._pending.append(self._own(staged, len(self._pending)))
+
+    def _write_at_call(self, indices: Any, mask: Any, values: tuple[tuple[Any, str, type], ...]) -> None:
+        """Write now, as the view's setters write (same checks, same errors), the write's copy into the next held
+        write's buffers made by the write's own launch (:meth:`_write_kept`); the copy is written again at the flush
+        if the stage's marks changed since (another view's write or a USD edit may have moved the parents)."""
+        view = self._view
+        if self._kept and view._stage_marks() != self._marks:
+            self._moved = True
+        self._made = None
+        try:
+            now = view._write_now(self._write_kept, self._calls[values[0][0] is None and values[1][0] is None],
+                                  indices, mask, values)  # fmt: skip
+        finally:
+            self._marks = view._stage_marks()
+        if self._made is not None:  # (a write that raised wrote nothing: no copy to keep)
+            self._kept.append((self._made, bool(now)))
+
+    def _write_kept(self, rows: Rows, pos: Any, quat: Any, scale: Any = None) -> None:
+        """The backend write of :meth:`_write_at_call`, given its copy's buffers."""
+        plan = self._made = self._plan(rows, pos, quat, scale, len(self._kept), copy_rows=True)
+        self._view._write(rows, in_world=self._space == "world", pos=pos, quat=quat, scale=scale,
+                          keep=(plan.key, plan.keep))  # fmt: skip
 
     def _combine(self, pending: PendingWrite, staged: PendingWrite, slot: int) -> None:
         """Fold ``staged`` (same rows) into ``pending``: the later value of each component wins."""
@@ -282,22 +338,32 @@ class XformSpaceWriter:
         (stream-ordered: work the caller queues later on its arrays does not reach the copy). The copy of a slot kept
         between scopes is remembered per thread and per source arrays (a reset loop passes the same ones): its rows,
         buffers and launch are made once, and on CUDA replayed as a graph (:meth:`_Stash.run`)."""
-        src = staged.rows
-        kind = src.kind if rows else ALL
-        sources = (src.indices if kind == INDEXED else None, src.mask if kind == MASK else None,
-                   staged.pos, staged.quat, staged.scale)  # fmt: skip
+        plan = self._plan(staged.rows, staged.pos, staged.quat, staged.scale, slot, rows)
+        _Stash.of(self._view).run(plan)
+        return plan.rows, plan.outs[0], plan.outs[1], plan.outs[2]
+
+    def _plan(self, src: Rows, pos: Any, quat: Any, scale: Any, slot: int, copy_rows: bool) -> _StashPlan:
+        """The copy of :meth:`_stash` (of rows ``src``, when ``copy_rows``, and data), remembered or made, not
+        launched."""
+        kind = src.kind if copy_rows else ALL
+        sources = (src.indices if kind == INDEXED else None, src.mask if kind == MASK else None, pos, quat, scale)
         stash = _Stash.of(self._view)
         if slot >= self._KEPT_SLOTS:  # buffers of this scope alone: nothing to remember
             plan = self._stash_plan(stash, src, kind, slot, sources)
         else:
-            key = (threading.get_ident(), slot, kind, src.count, src.checked, *map(id, sources))
+            meta = (threading.get_ident(), slot, kind, src.count, src.checked)
+            plan = stash.last.get(slot)  # the slot's last copy: a reset loop passes the same arrays every time
+            if plan is not None and plan.meta == meta and all(map(operator.is_, plan.sources, sources)):
+                return plan
+            key = (*meta, *map(id, sources))
             plan = stash.plans.get(key)
             if plan is None or not all(map(operator.is_, plan.sources, sources)):  # (ids of freed arrays reused)
                 if len(stash.plans) >= _Stash.KEPT_PLANS:
                     stash.plans.clear()
                 plan = stash.plans[key] = self._stash_plan(stash, src, kind, slot, sources)
-        stash.run(plan)
-        return plan.rows, plan.outs[0], plan.outs[1], plan.outs[2]
+                plan.meta = meta
+            stash.last[slot] = plan
+        return plan
 
     def _stash_plan(self, stash: _Stash, src: Rows, kind: int, slot: int, sources: tuple) -> _StashPlan:
         """The copy of ``sources`` (indices, mask, positions, orientations, scales; None where absent) of ``src``'s
@@ -340,11 +406,21 @@ class XformSpaceWriter:
     def _flush(self) -> None:
         """Apply the held writes in order (the caller holds the view's lock); raise the first error once every held
         write was tried (a rejected write writes nothing and takes no other write down with it)."""
-        pending, self._pending = self._pending, []
-        if not pending:
-            return
-        self._view._check_open()
-        if len(pending) > 1 and self._space == "world" and self._view._stager.nested_prims():
+        if self._at_call:  # written at their calls: again, in order, only if the stage changed since
+            kept, self._kept = self._kept, []
+            if not kept:
+                return
+            self._view._check_open()
+            moved, self._moved = self._moved or self._view._stage_marks() != self._marks, False
+            if not moved:
+                return
+            pending = [PendingWrite(plan.rows, *plan.outs, from_host=now) for plan, now in kept]
+        else:
+            pending, self._pending = self._pending, []
+            if not pending:
+                return
+            self._view._check_open()
+        if not self._at_call and len(pending) > 1 and self._space == "world" and self._view._stager.nested_prims():
             _NestedFlush.of(self._view).flush(pending)
             return
         first: Exception | None = None
@@ -552,14 +628,23 @@ def _nesting_levels(paths: tuple[str, ...]) -> np.ndarray:
 
 class _StashPlan:
     """One remembered copy of :meth:`XformSpaceWriter._stash`: its sources (held: their ids stay their own), the
-    held rows and buffers, the launch's dimension and arguments, and on CUDA the graph of the launch once made."""
+    held rows and buffers, the launch's dimension and arguments, and on CUDA the graph of the launch once made.
 
-    __slots__ = ("dim", "graph", "launched", "outs", "params", "rows", "sources")
+    Attributes:
+        keep: The buffers (indices, mask, positions, orientations, scales; empty where unused) for a backend that
+            makes the copy in the write's own launch, for a write made at its call.
+        key: What a graph writing ``keep`` depends on beyond the write's own arguments: their addresses.
+    """
+
+    __slots__ = ("dim", "graph", "keep", "key", "launched", "meta", "outs", "params", "rows", "sources")
 
     def __init__(self, sources: tuple, rows: Rows, outs: tuple, dim: int, params: list) -> None:
         self.sources, self.rows, self.outs, self.dim, self.params = sources, rows, outs, dim, params
         self.graph: Any = None
         self.launched = 0
+        self.keep = params[-5:]
+        self.key = tuple(a.ptr for a in self.keep)
+        self.meta: tuple | None = None  # (thread, slot, row kind, count, checked) of a remembered copy
 
 
 class _Stash:
@@ -577,6 +662,7 @@ class _Stash:
         self.no_vec3 = wp.empty(0, dtype=wp.vec3f, device=device)
         self.no_quat = wp.empty(0, dtype=wp.quatf, device=device)
         self.plans: dict[tuple, _StashPlan] = {}
+        self.last: dict[int, _StashPlan] = {}  # per slot, the copy found last
         self._cmd: RecordedLaunch | None = None
         self._capturing = view._errors.is_capturing
         self._stream: wp.Stream | None = None
@@ -629,3 +715,4 @@ class XformLocalSpaceWriter(XformSpaceWriter):
     and the descendants are derived from them when the scope flushes."""
 
     _space = "local"
+    _calls = ("set_local", "set_local_scales")

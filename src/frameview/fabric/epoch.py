@@ -28,7 +28,7 @@ UNGUARDED = -1
 
 
 class LayoutEpoch:
-    """The layout counter of one Fabric stage and its device word.
+    """The layout counter of one Fabric stage and its device word (and the count of the views' pose writes).
 
     Args:
         device: The stage's Warp device.
@@ -39,6 +39,9 @@ class LayoutEpoch:
     def __init__(self, device: Any, *, exact: bool = False) -> None:
         self.exact = exact
         self.value = 0
+        self.writes = 0
+        """The pose writes frameview's views made to the stage (each Fabric write counts one): a writer scope that
+        wrote at its call compares it at exit (:mod:`frameview.writers`)."""
         self._device = wp.get_device(device)
         self.word = wp.zeros(1, dtype=wp.int32, device=self._device)
         self._written = 0

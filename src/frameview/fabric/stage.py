@@ -134,6 +134,9 @@ class FabricStage(Protocol):
     """A Fabric stage as the views need it, and nothing more.
 
     All calls are made with :attr:`lock` held by the caller (views take it around every access).
+
+    Optional attribute: a provider that follows USD edits into Fabric on its own (the embedded model) keeps a counter
+    ``usd_edits`` advanced whenever it notices one; a writer scope that wrote at its call compares it at exit.
     """
 
     provider: str

@@ -358,9 +358,21 @@ class FabricFrameView(BaseFrameView):
         pos: wp.array | None = None,
         quat: wp.array | None = None,
         scale: wp.array | None = None,
+        keep: tuple[tuple, list] | None = None,
     ) -> None:
-        """The combined write writer scopes use (:mod:`frameview.writers`): every component in one solve."""
-        self._writer.write(rows, in_world, pos, quat, scale)
+        """The combined write writer scopes use (:mod:`frameview.writers`): every component in one solve; ``keep``:
+        the scope's copy of the write, launched first (:meth:`FabricWriter.write`)."""
+        self._writer.write(rows, in_world, pos, quat, scale, keep)
+
+    def _scope_writes_at_call(self) -> bool:
+        """A writer scope writes at each call (no view prim lies below another: the writes of one scope cannot
+        carry each other away), keeping a copy to write again at exit if the stage changed meanwhile."""
+        return not self._writer.nested
+
+    def _stage_marks(self) -> tuple[int, int]:
+        """What a writer scope compares at exit: the stage's pose writes by frameview's views, and the USD edits
+        the provider noticed (the embedded model follows them; other providers: 0)."""
+        return self._epoch.writes, getattr(self._fabric, "usd_edits", 0)
 
     # ---------------------------------------------------------------- visibility (host path, see frameview.visibility)
 

@@ -103,6 +103,35 @@ def _write_row(k: int, kind: int, indices: wp.array(dtype=wp.int32), wide: wp.ar
 
 
 @wp.func
+def _keep_row(
+    k: int,
+    kind: int,
+    i: int,
+    mask: wp.array(dtype=wp.bool),
+    req: WriteRequest,
+    keep_rows: wp.array(dtype=wp.int32),
+    keep_mask: wp.array(dtype=wp.bool),
+    keep_pos: wp.array(dtype=wp.vec3f),
+    keep_quat: wp.array(dtype=wp.quatf),
+    keep_scale: wp.array(dtype=wp.vec3f),
+):
+    """Thread ``k`` of :func:`_solve_flat` with ``keep`` (a writer scope's write at its call): its row of the
+    write, as given, into the scope's copy: the view index (INDEXED; narrowed), the mask bit (MASK), each component
+    set (unnormalised, as the caller passed it). The same copy as
+    :func:`~frameview._core.argument_kernels.stash_write` makes of a held write, from inside the write's solve."""
+    if kind == _KIND_INDEXED:
+        keep_rows[k] = i
+    elif kind == _KIND_MASK:
+        keep_mask[k] = mask[k]
+    if req.set_pos != 0:
+        keep_pos[k] = req.pos[k]
+    if req.set_quat != 0:
+        keep_quat[k] = req.quat[k]
+    if req.set_scale != 0:
+        keep_scale[k] = req.scale[k]
+
+
+@wp.func
 def _report_first(status_out: wp.array(dtype=wp.int32), r: int, code: int, dead: bool):
     """Report ``code`` at row ``r`` unless the call failed before this launch (``dead``: the sticky status word)."""
     if not dead:
@@ -177,16 +206,25 @@ def _solve_flat(
     req: WriteRequest,
     layout: wp.array(dtype=wp.int32),
     expected: int,
+    keep: int,
     # outputs
     row_parent_slots: wp.array(dtype=wp.int32),
     claims: wp.array(dtype=wp.int32),
     local_out: wp.array(dtype=wp.mat44d),
     world_out: wp.array(dtype=wp.mat44d),
     status_out: wp.array(dtype=wp.int32),
+    keep_rows: wp.array(dtype=wp.int32),
+    keep_mask: wp.array(dtype=wp.bool),
+    keep_pos: wp.array(dtype=wp.vec3f),
+    keep_quat: wp.array(dtype=wp.quatf),
+    keep_scale: wp.array(dtype=wp.vec3f),
 ):
     """The first launch of a write of a view without nested prims (no view prim lies above another, so each prim's
     parent is an anchor that this write cannot move, or none): new local and world matrix of each written prim into
     view-indexed scratch, nothing written to Fabric.
+
+    ``keep`` (a writer scope's write at its call; MASK_ROWS never): each thread first copies its row of the write
+    into the ``keep_*`` arrays (:func:`_keep_row`), whatever the checks find after.
 
     Rows: ``kind`` ALL (row ``k`` is prim ``k``), MASK (prim ``k`` if ``mask[k]``), INDEXED (prim ``indices[k]``, or
     ``wide[k]`` when the caller passed int64 indices, narrowed into ``indices`` here for :func:`_commit_flat`;
@@ -203,6 +241,8 @@ def _solve_flat(
     """
     k = wp.tid()
     i, r = _write_row(k, kind, indices, wide, count)
+    if keep != 0:
+        _keep_row(k, kind, i, mask, req, keep_rows, keep_mask, keep_pos, keep_quat, keep_scale)
     dead = failed(status_out)
     ic = wp.clamp(i, 0, count - 1)
     s = slots[ic]  # the tables' 4-byte loads share the mask's latency (a mask's row is the prim: no index to wait

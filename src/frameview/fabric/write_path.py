@@ -53,6 +53,7 @@ class FabricWriter:
         "_errors",
         "_heads",
         "_launches",
+        "_no_keep",
         "_no_wide",
         "follow",
         "nested",
@@ -84,6 +85,8 @@ class FabricWriter:
         self.new_local = wp.empty(n, dtype=wp.mat44d, device=device)
         self.new_world = wp.empty(n, dtype=wp.mat44d, device=device)
         self._no_wide = wp.empty(0, dtype=wp.int64, device=device)
+        self._no_keep = [wp.empty(0, dtype=dtype, device=device)
+                         for dtype in (wp.int32, wp.bool, wp.vec3f, wp.quatf, wp.vec3f)]  # fmt: skip
         self.written = wp.empty(n, dtype=wp.int32, device=device)
         self.requests = WriteRequests(device)
         self._heads: dict[tuple[int, int], wp.array] = {}
@@ -93,13 +96,26 @@ class FabricWriter:
         self.requests.clear()
 
     def write(
-        self, rows: Rows, in_world: bool, pos: wp.array | None, quat: wp.array | None, scale: wp.array | None
+        self,
+        rows: Rows,
+        in_world: bool,
+        pos: wp.array | None,
+        quat: wp.array | None,
+        scale: wp.array | None,
+        keep: tuple[tuple, list] | None = None,
     ) -> None:
         """Solve every written prim against its parent's world matrix after the write (nested prims included), then
         commit all rows or none and bring the descendants' world matrices up to date. Device work only, except for
-        providers without a device hierarchy update (ovstage, usdrt)."""
+        providers without a device hierarchy update (ovstage, usdrt).
+
+        ``keep`` (a writer scope's write at its call; a view without nested prims): ``(key, arrays)``, the scope's
+        buffers that the solve copies the write's rows and data into (indices, mask, positions, orientations,
+        scales: :func:`~.write_kernels._keep_row`); ``key`` names them (on CUDA the write's graph is kept apart
+        from the setters'). A masked write then skips the CPU's mask compaction (the copy is made even when no row
+        is selected)."""
         data = self._data
         with data.fabric.lock:
+            data.epoch.writes += 1
             try:
                 # the flat path's kernels read the parents' tag and world columns only
                 parent_read = None if self.nested else (data.parent_tag, WORLD_MATRIX)
@@ -109,19 +125,19 @@ class FabricWriter:
                     if getattr(plan, "stale", False):
                         outside_capture(data.label, self._device, self._errors, "its descendant plan's arrays")
                     plan.refresh()  # host work only when the model's prims or buckets changed
-                if rows.kind == MASK and self._compact.enabled and self._device.is_cpu and not self.nested:
+                if rows.kind == MASK and self._compact.enabled and self._device.is_cpu and not self.nested and not keep:
                     rows = self._compact(rows)
                     if rows.count == 0:
                         return
                 key = (rows.kind, rows.count, in_world, address(rows.indices), address(rows.mask), address(pos),
                        address(quat), address(scale), plan.stamp if plan is not None else None,
-                       narrow_key(rows))  # fmt: skip
+                       narrow_key(rows), None if keep is None else keep[0])  # fmt: skip
                 written = head_of(self._heads, self.written, rows.count)
                 self._launches.run(
-                    "write",
+                    "write" if keep is None else "scope_write",
                     key,
                     lambda: [*([] if self._reads_wide(rows) else narrow_steps(rows, data.count)),
-                             *self._steps(rows, in_world, pos, quat, scale, written)],
+                             *self._steps(rows, in_world, pos, quat, scale, written, keep)],
                 )  # fmt: skip
                 if plan is None:  # providers that update the hierarchy on the host: settle, then hand the slots over
                     call = "set_local_scales" if scale is not None else ("set_world" if in_world else "set_local")
@@ -148,6 +164,7 @@ class FabricWriter:
         quat: wp.array | None,
         scale: wp.array | None,
         written: wp.array,
+        keep: tuple[tuple, list] | None,
     ) -> list[tuple]:
         """The launches of a write. A view without nested prims: [invert the slot tables, only after the Fabric
         arrays were rebuilt,] solve, commit + follow. A view with nested prims: stage (slot tables, request rows),
@@ -189,13 +206,16 @@ class FabricWriter:
                 columns[parent + WORLD_MATRIX], data.parent_slots,
                 n_parents, self.node_parent, count, int(rows.kind), indices,
                 rows.narrow[1] if self._reads_wide(rows) else self._no_wide, mask, request, *guard,
-                data.row_parent_slots, data.req_row, self.new_local, self.new_world, status,
+                int(keep is not None), data.row_parent_slots, data.req_row, self.new_local, self.new_world, status,
+                *(self._no_keep if keep is None else keep[1]),
             ]))  # fmt: skip
             steps.append(("commit_flat", _commit_flat, (width, rows.count), [
                 self.new_local, self.new_world, data.slots, count, int(rows.kind), indices, mask, data.req_row,
                 status, *follow_flat, columns[LOCAL_MATRIX], columns[WORLD_MATRIX], flat_world, written,
             ], PUBLISHES))  # fmt: skip
             return steps
+        if keep is not None:
+            raise RuntimeError(f"{data.label}: a view with nested prims holds its writer scopes' writes until exit")
         mode = STAGE_INDICES if indexed else (STAGE_MASK if rows.kind == MASK else STAGE_ALL)
         req_row = self.req_all if rows.kind == ALL else data.req_row
         steps.append(("stage", _stage_write, max(count, n_parents), [

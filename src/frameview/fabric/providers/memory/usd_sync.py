@@ -27,6 +27,9 @@ class _UsdSync(_Hierarchy):
         self._pending_resync: set[str] = set()
         self._pending_info: set[str] = set()
         self._lost: dict[str, str] = {}  # path -> why it left the model (error messages only)
+        self.usd_edits = 0
+        """Advanced by each USD change notice that queues edits for the model (a writer scope that wrote at its
+        call compares it at exit: an edit since then may have moved the prims' parents)."""
 
     def _populate(self, stage: Any) -> None:
         from pxr import Tf, Usd
@@ -52,6 +55,8 @@ class _UsdSync(_Hierarchy):
         for p in notice.GetChangedInfoOnlyPaths():
             if p.IsPropertyPath() and _is_xform_property(p.name):
                 self._pending_info.add(str(p.GetPrimPath()))
+        if self._pending_resync or self._pending_info:
+            self.usd_edits += 1
 
     def sync(self) -> None:
         """Apply USD edits noticed since the last access (structure first, then xformOp values)."""
