@@ -591,6 +591,44 @@ def test_prims_stay_where_the_scope_put_them_when_the_stage_changes_inside_it(
     np.testing.assert_allclose(wpos, world[:, 3, :3], atol=ATOL)
 
 
+def test_split_world_writes_stand_when_parents_move_between_and_after_them(
+    make_scene: Callable[..., Scene], device: str, backend: str
+) -> None:
+    """A world scope writes positions to rows 0 and 2, the parents move (another view), it writes orientations to
+    rows 2 and 3 and a world scale to row 0, the parents move again. On exit: row 0 at the position and world scale
+    written (its local rotation kept), row 2 at the position and orientation written, row 3 at the orientation
+    written (its local translation kept), row 1 untouched (local kept); all against the parents' final matrices, in
+    float64 from the values written."""
+    n = 4
+    scene = make_scene(n)
+    view, parents = scene.view, scene.parent_view()
+    lpos0, lquat0 = local_poses(view)
+    lscale0 = view.get_local_scales().numpy().astype(np.float64)
+    p_rows, q_rows = [[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]], [ROLL_90, YAW_90]
+    scale0 = [2.0, 2.0, 2.0]
+    with view.xform_world_space_writer() as w:
+        w.set_poses(positions=vec3f(p_rows, device), indices=[0, 2])
+        parents.set_world_poses(vec3f([[1.0, 2.0, 3.0]] * n, device), vec4f([YAW_90] * n, device))
+        w.set_poses(orientations=vec4f(q_rows, device), indices=idx([2, 3], device))
+        w.set_scales(vec3f([scale0], device), indices=[0])
+        parents.set_world_poses(vec3f([[-2.0, 0.5, 1.0]] * n, device), vec4f([ROLL_90] * n, device))
+    parent_now = scene.parent_world()
+    wpos, wquat = world_poses(view)
+    lpos, lquat = local_poses(view)
+    # written components, against truth from the values written
+    np.testing.assert_allclose(wpos[[0, 2]], f32(p_rows), atol=ATOL)
+    assert_quats_close(wquat[[2, 3]], f32(q_rows), atol=ATOL)
+    np.testing.assert_allclose(view.get_world_scales().numpy()[0], scale0, atol=ATOL)
+    # components never written keep their local values
+    assert_quats_close(lquat[[0, 1]], lquat0[[0, 1]], atol=ATOL)
+    np.testing.assert_allclose(lpos[[1, 3]], lpos0[[1, 3]], atol=ATOL)
+    np.testing.assert_allclose(view.get_local_scales().numpy()[1:], lscale0[1:], atol=ATOL)
+    # and every world matrix is its local one under the parent as it is now
+    lscale = view.get_local_scales().numpy().astype(np.float64)
+    world = np.array([compose(p, q, sc) for p, q, sc in zip(lpos, lquat, lscale, strict=True)]) @ parent_now
+    np.testing.assert_allclose(wpos, world[:, 3, :3], atol=ATOL)
+
+
 def test_nested_world_writes_hold_every_value_written(device: str, backend: str, standin: Any) -> None:
     """With a parent and its child in one view, a world position write then a world orientation write leave both
     at the positions and orientations written (as Isaac Lab's world writer, which writes world matrices and derives
