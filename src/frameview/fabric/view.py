@@ -361,7 +361,7 @@ class FabricFrameView(BaseFrameView):
         keep: tuple[tuple, list] | None = None,
     ) -> None:
         """The combined write writer scopes use (:mod:`frameview.writers`): every component in one solve; ``keep``:
-        the scope's copy of the write, launched first (:meth:`FabricWriter.write`)."""
+        the buffers of the scope's copy of the write, which the solve fills (:meth:`FabricWriter.write`)."""
         self._writer.write(rows, in_world, pos, quat, scale, keep)
 
     def _scope_writes_at_call(self) -> bool:

@@ -125,7 +125,8 @@ class FabricWriter:
                     if getattr(plan, "stale", False):
                         outside_capture(data.label, self._device, self._errors, "its descendant plan's arrays")
                     plan.refresh()  # host work only when the model's prims or buckets changed
-                if rows.kind == MASK and self._compact.enabled and self._device.is_cpu and not self.nested and not keep:
+                compact = self._compact.enabled and self._device.is_cpu and not self.nested and keep is None
+                if rows.kind == MASK and compact:
                     rows = self._compact(rows)
                     if rows.count == 0:
                         return
