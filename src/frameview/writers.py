@@ -34,7 +34,7 @@ from ._core.argument_kernels import stash_write
 from ._core.array_types import ArrayLike, IndicesLike, MaskLike
 from ._core.launch import RecordedLaunch, block_dim_for, capture_stream, captured, replay
 from ._core.rows import ALL, INDEXED, MASK, Rows
-from ._core.write_stager import PendingWrite
+from ._core.write_stager import PendingWrite, write_call
 from .kernels.scopes import accumulate_write, select_rows
 
 if TYPE_CHECKING:
@@ -151,7 +151,6 @@ class XformSpaceWriter:
     """
 
     _space = "world"
-    _calls = ("set_world", "set_world_scales")  # what errors name a write of poses, of scales only
 
     def __init__(self, view: ScopedView) -> None:
         self._view = view
@@ -307,8 +306,9 @@ class XformSpaceWriter:
             self._moved = True
         self._made = None
         try:
-            now = view._write_now(self._write_kept, self._calls[values[0][0] is None and values[1][0] is None],
-                                  indices, mask, values)  # fmt: skip
+            poses = values[0][0] is not None or values[1][0] is not None
+            call = write_call(self._space, poses, len(values) == 3)
+            now = view._write_now(self._write_kept, call, indices, mask, values)
         finally:
             self._marks = view._stage_marks()
         if self._made is not None:  # (a write that raised wrote nothing: no copy to keep)
@@ -404,25 +404,32 @@ class XformSpaceWriter:
         return wp.empty(rows, dtype=dtype, device=view._device)
 
     def _flush(self) -> None:
-        """Apply the held writes in order (the caller holds the view's lock); raise the first error once every held
-        write was tried (a rejected write writes nothing and takes no other write down with it)."""
-        if self._at_call:  # written at their calls: again, in order, only if the stage changed since
-            kept, self._kept = self._kept, []
-            if not kept:
-                return
-            self._view._check_open()
-            moved, self._moved = self._moved or self._view._stage_marks() != self._marks, False
-            if not moved:
-                return
-            pending = [PendingWrite(plan.rows, *plan.outs, from_host=now) for plan, now in kept]
-        else:
-            pending, self._pending = self._pending, []
-            if not pending:
-                return
-            self._view._check_open()
-        if not self._at_call and len(pending) > 1 and self._space == "world" and self._view._stager.nested_prims():
+        """Apply the writes not yet applied, in order (the caller holds the view's lock); raise the first error once
+        every write was tried (a rejected write writes nothing and takes no other write down with it)."""
+        if self._at_call:
+            self._flush_kept()
+            return
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        self._view._check_open()
+        if len(pending) > 1 and self._space == "world" and self._view._stager.nested_prims():
             _NestedFlush.of(self._view).flush(pending)
             return
+        self._apply_in_order(pending)
+
+    def _flush_kept(self) -> None:
+        """The writes made at their calls: written again from their copies, in order, only if the stage's marks
+        changed since the first of them."""
+        kept, self._kept = self._kept, []
+        if not kept:
+            return
+        self._view._check_open()
+        moved, self._moved = self._moved or self._view._stage_marks() != self._marks, False
+        if moved:
+            self._apply_in_order([PendingWrite(plan.rows, *plan.outs, from_host=now) for plan, now in kept])
+
+    def _apply_in_order(self, pending: list[PendingWrite]) -> None:
         first: Exception | None = None
         for write in pending:
             try:
@@ -715,4 +722,3 @@ class XformLocalSpaceWriter(XformSpaceWriter):
     and the descendants are derived from them when the scope flushes."""
 
     _space = "local"
-    _calls = ("set_local", "set_local_scales")

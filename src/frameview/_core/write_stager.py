@@ -24,7 +24,15 @@ from .values import check_host_rows
 if TYPE_CHECKING:
     from .arguments import Arguments
 
-__all__ = ["PendingWrite", "WriteStager"]
+__all__ = ["PendingWrite", "WriteStager", "write_call"]
+
+
+def write_call(space: str, poses: bool, scales: bool) -> str:
+    """The name errors give a write in ``space`` of poses and/or scales (it selects the argument named in
+    device-side value errors)."""
+    if not scales:
+        return f"set_{space}"
+    return f"set_{space}_poses_and_scales" if poses else f"set_{space}_scales"
 
 
 @dataclasses.dataclass
@@ -41,11 +49,8 @@ class PendingWrite:
     """The rows as host data, to compare with a later write (``None``: device rows, not comparable for free)."""
 
     def call(self, space: str) -> str:
-        """The name errors give this write (it selects the argument named in device-side value errors)."""
-        poses = self.pos is not None or self.quat is not None
-        if self.scale is None:
-            return f"set_{space}"
-        return f"set_{space}_poses_and_scales" if poses else f"set_{space}_scales"
+        """The name errors give this write (:func:`write_call`)."""
+        return write_call(space, self.pos is not None or self.quat is not None, self.scale is not None)
 
 
 def _host_copy(value: Any) -> np.ndarray | None:
