@@ -14,6 +14,7 @@ from .device_errors import CODE_VALUE_NOT_FINITE, CODE_ZERO_QUATERNION, report
 __all__ = [
     "INDEX_DTYPES",
     "check_values",
+    "copy_write_row",
     "narrow_indices",
     "narrow_kernel",
     "scatter_quat",
@@ -116,6 +117,38 @@ def scatter_quat(
     dst_out[indices[k]] = src[k]
 
 
+@wp.func
+def copy_write_row(
+    k: int,
+    kind: int,
+    index: int,
+    mask: wp.array(dtype=wp.bool),
+    has_pos: int,
+    pos: wp.array(dtype=wp.vec3f),
+    has_quat: int,
+    quat: wp.array(dtype=wp.quatf),
+    has_scale: int,
+    scale: wp.array(dtype=wp.vec3f),
+    indices_out: wp.array(dtype=wp.int32),
+    mask_out: wp.array(dtype=wp.bool),
+    pos_out: wp.array(dtype=wp.vec3f),
+    quat_out: wp.array(dtype=wp.quatf),
+    scale_out: wp.array(dtype=wp.vec3f),
+):
+    """Row ``k`` of a write into a writer scope's copy: ``index`` (``kind`` 1: the row's view index) or the mask bit
+    (``kind`` 2), and each component present, as given (unnormalised)."""
+    if kind == 1:
+        indices_out[k] = index
+    elif kind == 2:
+        mask_out[k] = mask[k]
+    if has_pos != 0:
+        pos_out[k] = pos[k]
+    if has_quat != 0:
+        quat_out[k] = quat[k]
+    if has_scale != 0:
+        scale_out[k] = scale[k]
+
+
 @wp.kernel(enable_backward=False)
 def stash_write(
     # inputs
@@ -135,16 +168,11 @@ def stash_write(
     quat_out: wp.array(dtype=wp.quatf),
     scale_out: wp.array(dtype=wp.vec3f),
 ):
-    """A writer scope's copy of one write (its rows and data) into the scope's own buffers, in one launch: row
-    ``k`` of the indices (``kind`` 1) or mask (``kind`` 2) and of each component present."""
+    """A writer scope's copy of one held write (its rows and data) into the scope's own buffers, in one launch
+    (:func:`copy_write_row`; a write made at its call is copied by its own solve, with the same function)."""
     k = wp.tid()
+    index = int(0)
     if kind == 1:
-        indices_out[k] = indices[k]
-    elif kind == 2:
-        mask_out[k] = mask[k]
-    if has_pos != 0:
-        pos_out[k] = pos[k]
-    if has_quat != 0:
-        quat_out[k] = quat[k]
-    if has_scale != 0:
-        scale_out[k] = scale[k]
+        index = indices[k]
+    copy_write_row(k, kind, index, mask, has_pos, pos, has_quat, quat, has_scale, scale, indices_out, mask_out,
+                   pos_out, quat_out, scale_out)  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from .._core.argument_kernels import copy_write_row
 from .._core.device_errors import (
     CODE_INDEX_DUPLICATE,
     CODE_INDEX_RANGE,
@@ -100,35 +101,6 @@ def _write_row(k: int, kind: int, indices: wp.array(dtype=wp.int32), wide: wp.ar
         i = indices[k]
         r = i
     return i, r
-
-
-@wp.func
-def _keep_row(
-    k: int,
-    kind: int,
-    i: int,
-    mask: wp.array(dtype=wp.bool),
-    req: WriteRequest,
-    keep_rows: wp.array(dtype=wp.int32),
-    keep_mask: wp.array(dtype=wp.bool),
-    keep_pos: wp.array(dtype=wp.vec3f),
-    keep_quat: wp.array(dtype=wp.quatf),
-    keep_scale: wp.array(dtype=wp.vec3f),
-):
-    """Thread ``k`` of :func:`_solve_flat` with ``keep`` (a writer scope's write at its call): its row of the
-    write, as given, into the scope's copy: the view index (INDEXED; narrowed), the mask bit (MASK), each component
-    set (unnormalised, as the caller passed it). The same copy as
-    :func:`~frameview._core.argument_kernels.stash_write` makes of a held write, from inside the write's solve."""
-    if kind == _KIND_INDEXED:
-        keep_rows[k] = i
-    elif kind == _KIND_MASK:
-        keep_mask[k] = mask[k]
-    if req.set_pos != 0:
-        keep_pos[k] = req.pos[k]
-    if req.set_quat != 0:
-        keep_quat[k] = req.quat[k]
-    if req.set_scale != 0:
-        keep_scale[k] = req.scale[k]
 
 
 @wp.func
@@ -224,7 +196,8 @@ def _solve_flat(
     view-indexed scratch, nothing written to Fabric.
 
     ``keep`` (a writer scope's write at its call; MASK_ROWS never): each thread first copies its row of the write
-    into the ``keep_*`` arrays (:func:`_keep_row`), whatever the checks find after.
+    into the ``keep_*`` arrays (:func:`~frameview._core.argument_kernels.copy_write_row`), whatever the checks find
+    after.
 
     Rows: ``kind`` ALL (row ``k`` is prim ``k``), MASK (prim ``k`` if ``mask[k]``), INDEXED (prim ``indices[k]``, or
     ``wide[k]`` when the caller passed int64 indices, narrowed into ``indices`` here for :func:`_commit_flat`;
@@ -241,8 +214,9 @@ def _solve_flat(
     """
     k = wp.tid()
     i, r = _write_row(k, kind, indices, wide, count)
-    if keep != 0:
-        _keep_row(k, kind, i, mask, req, keep_rows, keep_mask, keep_pos, keep_quat, keep_scale)
+    if keep != 0:  # a writer scope's write at its call: its copy, as given (the index narrowed)
+        copy_write_row(k, kind, i, mask, req.set_pos, req.pos, req.set_quat, req.quat, req.set_scale, req.scale,
+                       keep_rows, keep_mask, keep_pos, keep_quat, keep_scale)  # fmt: skip
     dead = failed(status_out)
     ic = wp.clamp(i, 0, count - 1)
     s = slots[ic]  # the tables' 4-byte loads share the mask's latency (a mask's row is the prim: no index to wait

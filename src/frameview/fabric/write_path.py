@@ -110,9 +110,9 @@ class FabricWriter:
 
         ``keep`` (a writer scope's write at its call; a view without nested prims): ``(key, arrays)``, the scope's
         buffers that the solve copies the write's rows and data into (indices, mask, positions, orientations,
-        scales: :func:`~.write_kernels._keep_row`); ``key`` names them (on CUDA the write's graph is kept apart
-        from the setters'). A masked write then skips the CPU's mask compaction (the copy is made even when no row
-        is selected)."""
+        scales: :func:`~frameview._core.argument_kernels.copy_write_row`); ``key`` names them (on CUDA the
+        write's graph is kept apart from the setters'). A masked write then skips the CPU's mask compaction (the copy
+        is made even when no row is selected)."""
         data = self._data
         with data.fabric.lock:
             data.epoch.writes += 1
