@@ -11,7 +11,8 @@ recorded launches and call graphs are :mod:`.launch_caches` (Newton) and :mod:`f
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import warp as wp
@@ -25,6 +26,8 @@ from .host import CAPTURE_LOCK
 
 __all__ = [
     "SMALL_BLOCK",
+    "UNSEEN",
+    "CallGraphs",
     "OffsetKeys",
     "RecordedLaunch",
     "address",
@@ -43,6 +46,55 @@ def captured(device: Any, stream: wp.Stream, launch: Callable[[], None]) -> Any:
     with CAPTURE_LOCK, wp.ScopedCapture(device=device, stream=stream, force_module_load=False) as capture:
         launch()
     return capture.graph
+
+
+UNSEEN = object()
+"""What :meth:`CallGraphs.lookup` returns for a key it had not kept."""
+
+
+class CallGraphs:
+    """The CUDA graphs of a view's calls: per call name, the last ``per_name`` keys seen (least recently used
+    dropped), each with its graph once captured. A key is captured on its second sighting, so a call made once with
+    new arrays costs no capture, and a loop that alternates calls of one name (two reset patterns, a write through
+    a writer scope beside the setter's) replays a graph for each instead of launching every call anew.
+
+    Args:
+        per_name: Keys kept per call name.
+    """
+
+    __slots__ = ("_by_name", "_per_name")
+
+    def __init__(self, per_name: int = 4) -> None:
+        self._per_name = per_name
+        self._by_name: dict[Hashable, OrderedDict[Hashable, Any]] = {}
+
+    def lookup(self, name: Hashable, key: Hashable) -> Any:
+        """The graph kept for ``key`` under ``name``: :data:`UNSEEN` on its first sighting (the key is kept from
+        now on), ``None`` when seen before and not captured yet (capture it and :meth:`store` it)."""
+        graphs = self._by_name.get(name)
+        if graphs is None:
+            graphs = self._by_name[name] = OrderedDict()
+        graph = graphs.get(key, UNSEEN)
+        if graph is UNSEEN:
+            graphs[key] = None
+            if len(graphs) > self._per_name:
+                graphs.popitem(last=False)
+        elif len(graphs) > 1:
+            graphs.move_to_end(key)
+        return graph
+
+    def store(self, name: Hashable, key: Hashable, graph: Any) -> None:
+        """Keep ``graph`` for ``key``, seen before under ``name``."""
+        self._by_name[name][key] = graph
+
+    @property
+    def count(self) -> int:
+        """Graphs held now."""
+        return sum(g is not None for graphs in self._by_name.values() for g in graphs.values())
+
+    def clear(self) -> None:
+        """Drop every key and graph."""
+        self._by_name.clear()
 
 
 def replay(graph: Any) -> None:

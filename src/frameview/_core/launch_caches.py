@@ -7,13 +7,12 @@ step to the next. A Fabric view launches through :class:`~frameview.fabric.launc
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
-from .launch import RecordedLaunch, block_dim_for, capture_stream, captured, replay
+from .launch import UNSEEN, CallGraphs, RecordedLaunch, block_dim_for, capture_stream, captured, replay
 
 if TYPE_CHECKING:
     from .device_errors import DeviceErrors
@@ -39,7 +38,8 @@ class LaunchCache:
     disturbed), and from then on replayed on the caller's current stream as one launch, without building its
     arguments. The key must name every address and scalar of the call's launches that can change between calls
     (see :func:`address`); what it leaves out must stay fixed for the view's life. The last ``per_name`` keys of
-    each name are kept (least recently used dropped): a loop swapping two states replays one graph per state.
+    each name are kept (:class:`~frameview._core.launch.CallGraphs`): a loop swapping two states replays one graph
+    per state.
     Inside the caller's own capture (``errors.is_capturing()``) the launches are made as they are, captured there.
     On CUDA every launch runs with the views' small blocks (:func:`~frameview._core.launch.block_dim_for`).
 
@@ -52,9 +52,8 @@ class LaunchCache:
     def __init__(self, device: Any, errors: DeviceErrors, per_name: int = 4) -> None:
         self._device = device
         self._errors = errors
-        self._per_name = per_name
         self._recorded: dict[tuple[Hashable, int], RecordedLaunch] = {}
-        self._graphs: dict[Hashable, OrderedDict[Hashable, Any]] = {}
+        self._graphs = CallGraphs(per_name)
         self._stream: Any = _UNSET  # the device's capture stream, looked up on the first CUDA call
 
     def run(self, name: Hashable, key: Hashable, build: Callable[[], list[Step]], publish: bool = False) -> None:
@@ -64,20 +63,14 @@ class LaunchCache:
             self._launch(name, build(), None)
             self._publish(publish, None)
             return
-        graphs = self._graphs.get(name)
-        if graphs is None:
-            graphs = self._graphs[name] = OrderedDict()
-        if key not in graphs:  # first sighting: launch, remember the key
-            graphs[key] = None
-            if len(graphs) > self._per_name:
-                graphs.popitem(last=False)
+        entry = self._graphs.lookup(name, key)
+        if entry is UNSEEN:  # first sighting: launch
             self._launch(name, build(), None)
             self._publish(publish, None)
             return
-        graphs.move_to_end(key)
-        entry = graphs[key]
         if entry is None:  # seen again: capture once
-            entry = graphs[key] = (self._capture(name, build(), publish), publish)
+            entry = (self._capture(name, build(), publish), publish)
+            self._graphs.store(name, key, entry)
         self._replay(entry[0])
         if entry[1] and self._device.is_cuda:
             self._errors.executed()  # the replayed graph ends with the publish kernel
@@ -123,7 +116,7 @@ class LaunchCache:
     @property
     def graph_count(self) -> int:
         """CUDA graphs held now (0 on the CPU)."""
-        return sum(g is not None for graphs in self._graphs.values() for g in graphs.values())
+        return self._graphs.count
 
     def clear(self) -> None:
         """Drop every recorded launch and graph (the view is closed)."""

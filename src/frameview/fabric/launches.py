@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
-from .._core.launch import RecordedLaunch, block_dim_for, capture_stream, captured, replay
+from .._core.launch import UNSEEN, CallGraphs, RecordedLaunch, block_dim_for, capture_stream, captured, replay
 from .epoch import UNGUARDED
 
 if TYPE_CHECKING:
@@ -46,13 +46,14 @@ class FabricLaunches:
             not tracing (tests read it: the seam of the trace).
     """
 
-    __slots__ = ("_cache", "_capture_stream", "_device", "_epoch", "_errors", "_no_capture_stream", "trace")
+    __slots__ = ("_cache", "_capture_stream", "_device", "_epoch", "_errors", "_graphs", "_no_capture_stream", "trace")
 
     def __init__(self, device: Any, errors: DeviceErrors, epoch: LayoutEpoch) -> None:
         self._device = device
         self._errors = errors
         self._epoch = epoch
         self._cache: dict[Any, Any] = {}
+        self._graphs = CallGraphs()
         self._capture_stream: wp.Stream | None = None
         self._no_capture_stream = False
         self.trace: list | None = None
@@ -60,10 +61,11 @@ class FabricLaunches:
     def clear(self) -> None:
         """Drop every recorded launch and graph (the fabric arrays they hold were replaced, or the view closed)."""
         self._cache.clear()
+        self._graphs.clear()
 
     def close(self) -> None:
         """Drop everything (the view is closed); the device's capture stream is shared (:func:`capture_stream`)."""
-        self._cache.clear()
+        self.clear()
         self._capture_stream = None
 
     def _guard(self) -> list:
@@ -128,9 +130,10 @@ class FabricLaunches:
         """Run a call's launches (``build()`` makes them), then (CUDA) publish the status word for the next call to
         look at (:meth:`DeviceErrors.publish`).
 
-        On CUDA, a call whose ``key`` (what the caller passes: row kind and count, argument addresses, flags) repeats
-        the previous call's is captured once into a CUDA graph, then replayed as one launch without building its
-        launches again: the reset loop passes the same buffers every time, only their contents change. Everything
+        On CUDA, a call whose ``key`` (what the caller passes: row kind and count, argument addresses, flags) was
+        seen before under ``name`` is captured once into a CUDA graph, then replayed as one launch without building
+        its launches again: the reset loop passes the same buffers every time, only their contents change. The last
+        few keys of each name keep their graphs (:class:`~frameview._core.launch.CallGraphs`). Everything
         else a launch reads belongs to the view and is replaced only on a bucket change, which drops the graphs with
         the recorded launches.
         """
@@ -140,16 +143,16 @@ class FabricLaunches:
         if self._errors.is_capturing() or self._own_capture_stream() is None or self.trace is not None:
             self._launch_steps([*build(), ("publish",)])
             return
-        cached = self._cache.get(("graph", name))
-        if cached is None or cached[0] != key:
-            self._cache[("graph", name)] = [key, None]
+        graph = self._graphs.lookup(name, key)
+        if graph is UNSEEN:
             self._launch_steps([*build(), ("publish",)])
             return
-        if cached[1] is None:  # every operation names the capture stream: the device's current stream is not touched
+        if graph is None:  # every operation names the capture stream: the device's current stream is not touched
             stream = self._capture_stream
             steps = [*build(), ("publish",)]
-            cached[1] = captured(self._device, stream, lambda: self._launch_steps(steps, stream, in_graph=True))
-        replay(cached[1])
+            graph = captured(self._device, stream, lambda: self._launch_steps(steps, stream, in_graph=True))
+            self._graphs.store(name, key, graph)
+        replay(graph)
         self._errors.executed()
 
     def _own_capture_stream(self) -> wp.Stream | None:
