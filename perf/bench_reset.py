@@ -21,6 +21,11 @@ ending in ``wp.synchronize_device`` (so it includes the GPU work), after warm-up
   ``state[:, 3:7]`` of an (M, 13) tensor), ``reset_write_mask_torch`` (torch data, bool mask), ``reset_read_torch``,
   ``reset_read_mask_torch``, ``get_world_poses_torch`` (outputs through ``fv.as_torch``), ``writer_scope_torch``.
 
+Each input row is timed in turns with the Warp-native call it stands for (``reset_write``, ``reset_write_mask``,
+``reset_read``, ``reset_read_mask`` or ``get_world_poses``), in blocks of 25 calls, and ``paired_ratio`` holds the
+ratio of the two medians of that pair (printed after the row): a host whose speed drifts during the run moves both
+alike.
+
 Before timing, one reset is checked against float64 truth (camera world = camera local @ new robot world).
 Results go to perf/out/ (git-ignored) unless ``--save-as NAME`` writes perf/results/reset_NAME.json.
 
@@ -71,6 +76,25 @@ def _median_us(fn: Any, device: str, reps: int, warmup: int = 3) -> float:
         wp.synchronize_device(device)
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1e6
+
+
+def _paired_us(base: Any, fn: Any, device: str, reps: int, block: int = 25) -> tuple[float, float]:
+    """Medians (us) of ``base`` and ``fn``, each timed ``reps`` times in blocks of ``block`` calls taking turns (base,
+    fn, fn, base, ...): a host whose speed drifts during the run moves both alike, and within a block each call
+    finds its own launches and caches as a loop of that call does (calls alternating one by one would re-pack each
+    other's arguments)."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for k in range(max(1, reps // block)):
+        for which in (0, 1) if k % 2 == 0 else (1, 0):
+            call = (base, fn)[which]
+            call(), call()  # warm-up of the block: the other call ran last
+            wp.synchronize_device(device)
+            for _ in range(block):
+                t0 = time.perf_counter()
+                call()
+                wp.synchronize_device(device)
+                times[which].append(time.perf_counter() - t0)
+    return statistics.median(times[0]) * 1e6, statistics.median(times[1]) * 1e6
 
 
 def _quat_rows(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -127,19 +151,22 @@ def run_case(
             robots.set_world_poses(pos, quat, ids)
             cams.get_world_poses(ids)
 
-        rows["get_world_poses"] = _median_us(cams.get_world_poses, device, reps)
-        rows["reset_read"] = _median_us(lambda: cams.get_world_poses(ids), device, reps)
-        rows["reset_read_mask"] = _median_us(lambda: cams.get_world_poses(mask=mask), device, reps)
+        bases = {"get_world_poses": cams.get_world_poses,  # the Warp-native calls the input rows are timed against
+                 "reset_read": lambda: cams.get_world_poses(ids),
+                 "reset_read_mask": lambda: cams.get_world_poses(mask=mask),
+                 "reset_write": lambda: robots.set_world_poses(pos, quat, ids),
+                 "reset_write_mask": lambda: robots.set_world_poses(full_pos, full_quat, mask=mask)}  # fmt: skip
+        for name in ("get_world_poses", "reset_read", "reset_read_mask"):
+            rows[name] = _median_us(bases[name], device, reps)
         rows["camera_read_ros"] = _median_us(lambda: camera_poses.read(ids, "ros"), device, reps)
         rows["camera_read_ros_mask"] = _median_us(lambda: camera_poses.read(convention="ros", mask=mask), device, reps)
-        rows["reset_write"] = _median_us(lambda: robots.set_world_poses(pos, quat, ids), device, reps)
-        rows["reset_write_mask"] = _median_us(
-            lambda: robots.set_world_poses(full_pos, full_quat, mask=mask), device, reps
-        )
+        for name in ("reset_write", "reset_write_mask"):
+            rows[name] = _median_us(bases[name], device, reps)
         rows["set_world_poses_parents"] = _median_us(lambda: robots.set_world_poses(full_pos, full_quat), device, reps)
         rows["set_world_poses_leaf"] = _median_us(lambda: cams.set_world_poses(full_pos, full_quat), device, reps)
         rows["reset"] = _median_us(reset_once, device, reps)
-        rows.update(_input_rows(robots, cams, ids_host, pos_host, quat_host, mask_host, device, reps))
+        input_rows, ratios = _input_rows(robots, cams, ids_host, pos_host, quat_host, mask_host, device, reps, bases)
+        rows.update(input_rows)
         if profile:
             import cProfile
             import pstats
@@ -160,15 +187,18 @@ def run_case(
         cams.close()
         robots.close()
     return {"provider": provider, "device": device, "envs": envs, "filler": filler, "reset_envs": reset,
-            "prims": scene.prim_count, "check_max_abs_error": max_err, "median_us": rows}  # fmt: skip
+            "prims": scene.prim_count, "check_max_abs_error": max_err, "median_us": rows,
+            "paired_ratio": ratios}  # fmt: skip
 
 
 def _input_rows(robots: Any, cams: Any, ids_host: np.ndarray, pos_host: np.ndarray, quat_host: np.ndarray,
-                mask_host: np.ndarray, device: str, reps: int) -> dict[str, float]:  # fmt: skip
+                mask_host: np.ndarray, device: str, reps: int,
+                bases: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:  # fmt: skip
     """The reset's calls with the inputs users pass, beside the Warp-native rows: float32 (M, 3) / (M, 4) Warp
     arrays, NumPy host data and ids, and (when torch is installed) torch data, int64 ids, bool masks, column slices
-    of an (M, 13) root-state tensor, outputs as torch tensors, a writer scope."""
-    rows: dict[str, float] = {}
+    of an (M, 13) root-state tensor, outputs as torch tensors, a writer scope. Each is timed in turns with the
+    Warp-native call it stands for (``bases``: row name -> call, :func:`_paired_us`); returns the medians and the
+    ratio of each pair's medians."""
     n = mask_host.size
     ids = wp.array(ids_host, dtype=wp.int32, device=device)
     pos, quat = wp.array(pos_host, dtype=wp.vec3f, device=device), wp.array(quat_host, dtype=wp.quatf, device=device)
@@ -179,44 +209,51 @@ def _input_rows(robots: Any, cams: Any, ids_host: np.ndarray, pos_host: np.ndarr
         with robots.xform_world_space_writer() as w:
             w.set_poses(p, q, i)
 
-    rows["reset_write_f32_2d"] = _median_us(lambda: robots.set_world_poses(pos2d, quat2d, ids), device, reps)
-    rows["reset_write_numpy"] = _median_us(lambda: robots.set_world_poses(pos_host, quat_host, ids64_host), device,
-                                           reps)  # fmt: skip
-    rows["writer_scope"] = _median_us(lambda: scope(pos, quat, ids), device, reps)
+    calls: list[tuple[str, str, Any]] = [  # (row, the Warp-native row it is timed against, call)
+        ("reset_write_f32_2d", "reset_write", lambda: robots.set_world_poses(pos2d, quat2d, ids)),
+        ("reset_write_numpy", "reset_write", lambda: robots.set_world_poses(pos_host, quat_host, ids64_host)),
+        ("writer_scope", "reset_write", lambda: scope(pos, quat, ids)),
+    ]
     try:
         import torch
     except ImportError:
-        return rows
-    tdev = "cpu" if device == "cpu" else str(wp.device_to_torch(device))
-    t_ids = torch.tensor(ids64_host, device=tdev)
-    t_pos, t_quat = torch.tensor(pos_host, device=tdev), torch.tensor(quat_host, device=tdev)
-    state = torch.zeros((ids_host.size, 13), device=tdev)
-    state[:, :3], state[:, 3:7] = t_pos, t_quat
-    t_mask = torch.tensor(mask_host, device=tdev)
-    rng = np.random.default_rng(9)
-    full_pos = torch.tensor(rng.uniform(-1, 1, (n, 3)).astype(np.float32), device=tdev)
-    full_quat = torch.nn.functional.normalize(torch.tensor(rng.normal(size=(n, 4)), device=tdev).float(), dim=1)
+        torch = None
+    if torch is not None:
+        tdev = "cpu" if device == "cpu" else str(wp.device_to_torch(device))
+        t_ids = torch.tensor(ids64_host, device=tdev)
+        t_pos, t_quat = torch.tensor(pos_host, device=tdev), torch.tensor(quat_host, device=tdev)
+        state = torch.zeros((ids_host.size, 13), device=tdev)
+        state[:, :3], state[:, 3:7] = t_pos, t_quat
+        t_mask = torch.tensor(mask_host, device=tdev)
+        rng = np.random.default_rng(9)
+        full_pos = torch.tensor(rng.uniform(-1, 1, (n, 3)).astype(np.float32), device=tdev)
+        full_quat = torch.nn.functional.normalize(torch.tensor(rng.normal(size=(n, 4)), device=tdev).float(), dim=1)
+        as_torch = getattr(fv, "as_torch", wp.to_torch)  # wp.to_torch: a library from before fv.as_torch
 
-    as_torch = getattr(fv, "as_torch", wp.to_torch)  # wp.to_torch: a library from before fv.as_torch
+        def read_as_torch() -> None:
+            p, q = cams.get_world_poses()
+            as_torch(p), as_torch(q)
 
-    def read_as_torch() -> None:
-        p, q = cams.get_world_poses()
-        as_torch(p), as_torch(q)
-
-    rows["reset_write_torch_ids"] = _median_us(lambda: robots.set_world_poses(pos, quat, t_ids), device, reps)
-    rows["reset_write_torch"] = _median_us(lambda: robots.set_world_poses(t_pos, t_quat, t_ids), device, reps)
-    rows["reset_write_torch_slices"] = _median_us(
-        lambda: robots.set_world_poses(state[:, :3], state[:, 3:7], t_ids), device, reps
-    )
-    rows["reset_write_mask_torch"] = _median_us(
-        lambda: robots.set_world_poses(full_pos, full_quat, mask=t_mask), device, reps
-    )
-    rows["reset_read_torch"] = _median_us(lambda: cams.get_world_poses(t_ids), device, reps)
-    rows["reset_read_mask_torch"] = _median_us(lambda: cams.get_world_poses(mask=t_mask), device, reps)
-    rows["get_world_poses_torch"] = _median_us(read_as_torch, device, reps)
-    rows["writer_scope_torch"] = _median_us(lambda: scope(t_pos, t_quat, t_ids), device, reps)
-    rows.update(_varied_rows(robots, ids_host, pos_host, quat_host, device, tdev, reps))
-    return rows
+        calls += [
+            ("reset_write_torch_ids", "reset_write", lambda: robots.set_world_poses(pos, quat, t_ids)),
+            ("reset_write_torch", "reset_write", lambda: robots.set_world_poses(t_pos, t_quat, t_ids)),
+            ("reset_write_torch_slices", "reset_write",
+             lambda: robots.set_world_poses(state[:, :3], state[:, 3:7], t_ids)),
+            ("reset_write_mask_torch", "reset_write_mask",
+             lambda: robots.set_world_poses(full_pos, full_quat, mask=t_mask)),
+            ("reset_read_torch", "reset_read", lambda: cams.get_world_poses(t_ids)),
+            ("reset_read_mask_torch", "reset_read_mask", lambda: cams.get_world_poses(mask=t_mask)),
+            ("get_world_poses_torch", "get_world_poses", read_as_torch),
+            ("writer_scope_torch", "reset_write", lambda: scope(t_pos, t_quat, t_ids)),
+        ]  # fmt: skip
+    rows: dict[str, float] = {}
+    ratios: dict[str, float] = {}
+    for name, base, call in calls:
+        base_us, rows[name] = _paired_us(bases[base], call, device, reps)
+        ratios[name] = rows[name] / base_us
+    if torch is not None:
+        rows.update(_varied_rows(robots, ids_host, pos_host, quat_host, device, tdev, reps))
+    return rows, ratios
 
 
 def _varied_rows(robots: Any, ids_host: np.ndarray, pos_host: np.ndarray, quat_host: np.ndarray, device: str,
@@ -276,10 +313,13 @@ def main(argv: list[str] | None = None) -> int:
         for filler in args.filler:
             case = run_case(args.provider, args.device, envs, filler, min(args.reset, envs), args.reps, args.profile)
             cases.append(case)
-            cells = "\n".join(f"  {k:<28} {v:>10.1f} us" for k, v in case["median_us"].items())
+            ratios = case["paired_ratio"]
+            cells = "\n".join(f"  {k:<28} {v:>10.1f} us" + (f"   {ratios[k]:5.2f}x" if k in ratios else "")
+                              for k, v in case["median_us"].items())  # fmt: skip
             print(
                 f"envs={envs:,} filler={filler:,}: check against float64 truth, largest error "
-                f"{case['check_max_abs_error']:.2e} (stage units); median per call:\n{cells}",
+                f"{case['check_max_abs_error']:.2e} (stage units); median per call (after an input row: its ratio to "
+                f"the Warp-native call it was timed in turns with):\n{cells}",
                 flush=True,
             )
     out_dir = ROOT / "results" if args.save_as else ROOT / "out"
