@@ -276,17 +276,27 @@ class XformSpaceWriter:
 
     # ---------------------------------------------------------------- internals
 
+    def _check_entered(self) -> None:
+        """Raise unless the writer is inside its ``with`` block."""
+        if self._state != "open":
+            what = "exited" if self._state == "closed" else "not entered"
+            raise RuntimeError(
+                f"{self!r} is {what}: use it as a context manager, "
+                f"`with view.xform_{self._space}_space_writer() as w:`, and call it inside the block"
+            )
+
     def _inside(self) -> _Calling:
         """Mark the view's calls as the writer's own for a ``with`` block (the caller holds the view's lock)."""
         return self._calling_block
 
     def _write(self, indices: Any, mask: Any, *values: tuple[Any, str, type]) -> None:
         view = self._view
+        if self._at_call:  # (the view's setters are not called: no _inside(); _write_at_call checks the state)
+            with view._lock:
+                self._write_at_call(indices, mask, values)
+            return
         with view._lock, self._inside():
             view._check_open()
-            if self._at_call:
-                self._write_at_call(indices, mask, values)
-                return
             staged = view._stager.stage(indices, mask, values, now=True)
             if staged is None:
                 return
@@ -302,6 +312,8 @@ class XformSpaceWriter:
         write's buffers made by the write's own launch (:meth:`_write_kept`); the copy is written again at the flush
         if the stage's marks changed since (another view's write or a USD edit may have moved the parents)."""
         view = self._view
+        self._check_entered()
+        view._check_open()
         if self._kept and view._stage_marks() != self._marks:
             self._moved = True
         self._made = None
@@ -452,12 +464,7 @@ class _Calling:
 
     def __enter__(self) -> None:
         writer = self._writer
-        if writer._state != "open":
-            what = "exited" if writer._state == "closed" else "not entered"
-            raise RuntimeError(
-                f"{writer!r} is {what}: use it as a context manager, "
-                f"`with view.xform_{writer._space}_space_writer() as w:`, and call it inside the block"
-            )
+        writer._check_entered()
         writer._calling = True
 
     def __exit__(self, *exc: object) -> None:

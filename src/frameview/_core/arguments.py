@@ -128,7 +128,7 @@ class Arguments:
         if not host.size:
             return
         # sorted ids (the usual reset) are checked by one comparison: increasing, each index once, ends the bounds
-        increasing = write and host.size > 1 and bool((host[1:] > host[:-1]).all())
+        increasing = write and host.size > 1 and not np.count_nonzero(np.less_equal(host[1:], host[:-1]))
         low, high = (int(host[0]), int(host[-1])) if increasing else (int(host.min()), int(host.max()))
         if low < 0:
             raise IndexError(f"indices: index {low} is negative; expected 0 <= index < count={self.count}")
