@@ -32,6 +32,10 @@ def frozen_launches():
     from frameview._core.launch_caches import LaunchCache
 
     class FrozenLaunches(LaunchCache):
+        @property
+        def keyed(self) -> bool:  # the view makes its keys, as on CUDA
+            return True
+
         def _graphs_enabled(self) -> bool:
             return True
 

@@ -56,6 +56,12 @@ class LaunchCache:
         self._graphs = CallGraphs(per_name)
         self._stream: Any = _UNSET  # the device's capture stream, looked up on the first CUDA call
 
+    @property
+    def keyed(self) -> bool:
+        """Whether :meth:`run` looks at its ``key`` (CUDA): on the CPU a caller may pass ``None`` and skip making
+        it."""
+        return self._device.is_cuda
+
     def run(self, name: Hashable, key: Hashable, build: Callable[[], list[Step]], publish: bool = False) -> None:
         """Run the call ``name`` (``build()`` makes its launches), then (CUDA, ``publish``) copy the status word to
         pinned memory; on CUDA replay the graph captured for ``key`` when there is one (see the class docstring)."""

@@ -126,9 +126,9 @@ class FabricLaunches:
                                                          block_dim_for(self._device))  # fmt: skip
         recorded.launch(dim, params, stream)
 
-    def run(self, name: Any, key: tuple, build: Callable[[], list[tuple]]) -> None:
+    def run(self, name: Any, key: tuple | None, build: Callable[[], list[tuple]]) -> None:
         """Run a call's launches (``build()`` makes them), then (CUDA) publish the status word for the next call to
-        look at (:meth:`DeviceErrors.publish`).
+        look at (:meth:`DeviceErrors.publish`). On the CPU ``key`` is not looked at (``None`` will do).
 
         On CUDA, a call whose ``key`` (what the caller passes: row kind and count, argument addresses, flags) was
         seen before under ``name`` is captured once into a CUDA graph, then replayed as one launch without building

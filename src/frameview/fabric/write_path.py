@@ -131,8 +131,8 @@ class FabricWriter:
                     if rows.count == 0:
                         return
                 key = (rows.kind, rows.count, in_world, address(rows.indices), address(rows.mask), address(pos),
-                       address(quat), address(scale), plan.stamp if plan is not None else None,
-                       narrow_key(rows), None if keep is None else keep[0])  # fmt: skip
+                       address(quat), address(scale), plan.stamp if plan is not None else None, narrow_key(rows),
+                       None if keep is None else keep[0]) if self._device.is_cuda else None  # fmt: skip
                 written = head_of(self._heads, self.written, rows.count)
                 self._launches.run(
                     "write" if keep is None else "scope_write",

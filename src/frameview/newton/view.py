@@ -302,7 +302,8 @@ class NewtonFrameView(BaseFrameView):
         body_q = self._body_q() if world else self._no_bodies
         offset_key = self._offset_key(offset)
         name = ("poses", world, rows.kind, rows.checked, offset_key is None)
-        key = (*self._launch_rows_key(rows), body_q.ptr, pos_out.ptr, quat_out.ptr, offset_key, self._quat_signs.ptr)
+        key = (*self._launch_rows_key(rows), body_q.ptr, pos_out.ptr, quat_out.ptr, offset_key,
+               self._quat_signs.ptr) if self._launches.keyed else None  # fmt: skip
         store = self._store
         if not world and rows.kind == ALL:  # a full local read: the lean kernel (no rows to select or check)
             self._launches.run(name, key, lambda: [(read_local_poses_all, rows.count, [
@@ -318,7 +319,7 @@ class NewtonFrameView(BaseFrameView):
     def _read_scales(self, world: bool, rows: Rows, scale_out: wp.array) -> None:
         body_q = self._body_q() if world else self._no_bodies
         name = ("scales", world, rows.kind, rows.checked)
-        key = (*self._launch_rows_key(rows), body_q.ptr, scale_out.ptr)
+        key = (*self._launch_rows_key(rows), body_q.ptr, scale_out.ptr) if self._launches.keyed else None
         store = self._store
         self._launches.run(name, key, lambda: [(read_scales, rows.count, [
             store.local, store.chain, store.anchor, store.body, body_q, *self._rows_params(rows), int(world),
@@ -371,7 +372,7 @@ class NewtonFrameView(BaseFrameView):
             address(scale),
             new_local.ptr,
             self._quat_signs.ptr,
-        )
+        ) if self._launches.keyed else None  # fmt: skip
 
         def build() -> list:
             rows_params = self._rows_params(rows)
