@@ -402,8 +402,8 @@ def test_alternating_writes_replay_a_graph_each(device: str, monkeypatch: pytest
     sets = [np.arange(0, 16, 2, dtype=np.int32), np.arange(1, 16, 2, dtype=np.int32)]
     written = np.zeros((16, 3))
     with fv.FabricFrameView(ROBOTS, stage=model, device=device) as robots:
-        cams = list(robots.prim_paths)
-        cam_paths = [p + "/Camera" for p in cams]
+        robot_paths = list(robots.prim_paths)
+        cam_paths = [p + "/Camera" for p in robot_paths]
         arrays = [(wp.array(ids, device=device), wp.zeros(ids.size, dtype=wp.vec3f, device=device),
                    wp.array(np.tile([0.0, 0.0, 0.0, 1.0], (ids.size, 1)), dtype=wp.quatf, device=device))
                   for ids in sets]  # fmt: skip
@@ -417,7 +417,7 @@ def test_alternating_writes_replay_a_graph_each(device: str, monkeypatch: pytest
         monkeypatch.setattr(launches, "captured", real)
         got = robots.get_world_poses()[0].numpy()
         np.testing.assert_allclose(got, written, atol=1e-5)
-        np.testing.assert_allclose(got, _world_truth_flat(model, cams), atol=1e-5)
+        np.testing.assert_allclose(got, _world_truth_flat(model, robot_paths), atol=1e-5)
         with fv.FabricFrameView(CAMERAS, stage=model, device=device) as cameras:
             np.testing.assert_allclose(cameras.get_world_poses()[0].numpy(), _world_truth_flat(model, cam_paths),
                                        atol=1e-5)  # fmt: skip
