@@ -285,6 +285,120 @@ def test_the_same_data_objects_changed_between_calls(pair: Callable, device: str
         _assert_identical(results, f"step {step}")
 
 
+def _refill(buffer: Any, values: np.ndarray) -> None:
+    """Write ``values`` into a data, index or mask object of any kind in place (its memory and layout kept)."""
+    if isinstance(buffer, ProxyArrayLike):
+        buffer = buffer.warp
+    if isinstance(buffer, np.ndarray):
+        buffer[:] = values
+    elif isinstance(buffer, wp.array):
+        wp.copy(buffer, wp.array(values, dtype=buffer.dtype, device=buffer.device))
+    else:
+        buffer.copy_(torch.tensor(values, dtype=buffer.dtype, device=buffer.device))
+
+
+REFILLED_ROWS = ([6, 0, 3], [1, 2, 7], [5, 4, 0], [7, 3, 2])
+
+
+@pytest.mark.parametrize("ids_kind", ["torch_int64", "torch_int32", "warp_int32", "warp_int64"])
+@pytest.mark.parametrize("kind", list(data_kinds("cpu")))
+def test_buffers_refilled_in_place_write_their_values_each_call(
+    pair: Callable, device: str, kind: str, ids_kind: str
+) -> None:
+    """A reset loop's buffers (data of each kind, ids, a mask), the same objects refilled in place before every
+    call: indexed, masked, all-row and writer-scope writes write what the buffers hold at that call (a view reads
+    device buffers of a layout it has seen without going through its argument handling again; float64 tensors,
+    host data and strided Warp data are converted anew), bit-identical to Warp arrays made anew each call."""
+    tdev = _tdev(device)
+    make = data_kinds(device)[kind]
+    rng = np.random.default_rng(14)
+    first = REFILLED_ROWS[0]
+    ids = {
+        "torch_int64": lambda: torch.tensor(first, device=tdev),
+        "torch_int32": lambda: torch.tensor(first, dtype=torch.int32, device=tdev),
+        "warp_int32": lambda: wp.array(first, dtype=wp.int32, device=device),
+        "warp_int64": lambda: wp.array(first, dtype=wp.int64, device=device),
+    }[ids_kind]()
+    mask = torch.tensor(MASK, device=tdev) if ids_kind.startswith("torch") else wp.array(MASK, device=device)
+    n = len(first)
+    p, q, pm, qm = make(np.zeros((n, 3))), make(np.zeros((n, 4))), make(np.zeros((NUM_ENVS, 3))), make(
+        np.zeros((NUM_ENVS, 4)))  # fmt: skip
+    robots, cams = pair()
+    native_robots, native_cams = pair()
+    for step, rows in enumerate(REFILLED_ROWS):
+        values = [rng.uniform(-2, 2, (n, 3)), random_quats(rng, n), rng.uniform(-2, 2, (NUM_ENVS, 3)),
+                  random_quats(rng, NUM_ENVS)]  # fmt: skip
+        selected = np.isin(np.arange(NUM_ENVS), rows[::-1][:2])
+        for buffer, value in zip((p, q, pm, qm, ids, mask), (*values, np.array(rows), selected), strict=True):
+            _refill(buffer, value)
+        native = [_native(device, values[0], values[1]), _native(device, values[2], values[3])]
+        native_rows = wp.array(rows, dtype=wp.int32, device=device), wp.array(selected, device=device)
+        results = []
+        for (r, c), (data, full), (idx, m) in (
+            ((native_robots, native_cams), native, native_rows),
+            ((robots, cams), ((p, q), (pm, qm)), (ids, mask)),
+        ):
+            for _ in range(2):  # the second call finds the first's layout
+                r.set_world_poses(*data, indices=idx)
+                r.set_world_poses(*full, mask=m)
+                c.set_local_poses(*full)
+                with c.xform_world_space_writer() as w:
+                    w.set_poses(*data, indices=idx)
+            results.append(_snapshot(r, c))
+        _assert_identical(results, f"{kind} step {step}")
+
+
+def test_views_of_one_storage_in_turn_write_their_own_rows(pair: Callable, device: str) -> None:
+    """Tensor views that share their first address (``buf[:3]``, ``buf[:2]``, ``buf[::2]``) taken in turns for
+    data and ids: each write writes the rows and values of the view passed (a view's layout, not its address
+    alone, decides how it is read), bit-identical to Warp arrays made anew each call."""
+    tdev = _tdev(device)
+    pos_buf, quat_buf = torch.zeros((6, 3), device=tdev), torch.zeros((6, 4), device=tdev)
+    ids_buf = torch.zeros(6, dtype=torch.int64, device=tdev)
+    robots, cams = pair()
+    native_robots, native_cams = pair()
+    rng = np.random.default_rng(16)
+    for step, cut in enumerate([slice(0, 3), slice(0, 2), slice(0, 6, 2), slice(0, 3), slice(0, 6, 2)]):
+        ids_buf.copy_(torch.tensor(rng.permutation(NUM_ENVS)[:6], device=tdev))
+        pos_buf.copy_(torch.tensor(rng.uniform(-2, 2, (6, 3)), device=tdev))
+        quat_buf.copy_(torch.tensor(random_quats(rng, 6), device=tdev))
+        p, q, ids = pos_buf[cut], quat_buf[cut], ids_buf[cut]
+        native = (*_native(device, p.cpu().numpy(), q.cpu().numpy()), ids.cpu().numpy().tolist())
+        results = []
+        for (r, c), data in (((native_robots, native_cams), native), ((robots, cams), (p, q, ids))):
+            for _ in range(2):
+                r.set_world_poses(*data)
+            results.append(_snapshot(r, c))
+        _assert_identical(results, f"step {step}")
+
+
+@pytest.mark.parametrize("fault", ["non_finite", "zero_quaternion", "out_of_range", "duplicate"])
+def test_bad_values_refilled_into_known_buffers_raise_and_write_nothing(pair: Callable, device: str,
+                                                                        fault: str) -> None:  # fmt: skip
+    """Buffers a view has written from before, refilled in place with a bad value or index: the write raises (at
+    the call, or on CUDA at ``check()``), names the argument, and writes nothing."""
+    tdev = _tdev(device)
+    robots, cams = pair()
+    rng = np.random.default_rng(15)
+    t_pos = torch.tensor(rng.uniform(-2, 2, (len(ROWS), 3)), dtype=torch.float32, device=tdev)
+    t_quat = torch.tensor(random_quats(rng, len(ROWS)), dtype=torch.float32, device=tdev)
+    t_ids = torch.tensor(ROWS, device=tdev)
+    for _ in range(3):
+        robots.set_world_poses(t_pos, t_quat, t_ids)
+    before = _snapshot(robots, cams)
+    bad, error, match = {
+        "non_finite": (lambda: t_pos[1].fill_(float("nan")), ValueError, r"positions: row 1 .*non-finite"),
+        "zero_quaternion": (lambda: t_quat[2].zero_(), ValueError, r"orientations: row 2 .*zero-norm"),
+        "out_of_range": (lambda: t_ids[0].fill_(NUM_ENVS), IndexError, rf"index {NUM_ENVS} .*out of range"),
+        "duplicate": (lambda: t_ids[2].fill_(ROWS[0]), ValueError, rf"index {ROWS[0]} .*(more than|appears 2)"),
+    }[fault]
+    bad()
+    with pytest.raises(error, match=match):
+        robots.set_world_poses(t_pos, t_quat, t_ids)
+        robots.check()
+    _assert_identical([before, _snapshot(robots, cams)], fault)
+
+
 def test_as_torch_is_a_remembered_zero_copy_view(pair: Callable, device: str) -> None:
     """``fv.as_torch`` of a getter's output shares its memory, is the same tensor on the next call, and shows the
     next call's values (outputs are reused buffers)."""

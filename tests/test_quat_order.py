@@ -186,6 +186,42 @@ def test_world_writes_take_wxyz(views, stage: Usd.Stage, device: str, kind: str)
     np.testing.assert_allclose(np.asarray(given, dtype=np.float64).reshape(-1, 4), wxyz(q), atol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["warp", "warp_vec4f", "torch_slice"])
+def test_world_writes_from_buffers_refilled_in_place(views, stage: Usd.Stage, device: str, kind: str) -> None:
+    """A reset loop's wxyz buffers, the same objects refilled before each write (their layout known to the view
+    after the first): every write reorders what they hold at that call, robots and cameras where the float64 model
+    puts them."""
+    if kind == "torch_slice" and device != "cpu":
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("torch has no CUDA here")
+    model = PoseModel(stage, ROBOT_PATHS + CAMERA_PATHS)
+    robots, cameras = views(ROBOTS, stage, "wxyz"), views(CAMERAS, stage)
+    rows = [1, 4, 2]
+    ids = wp.array(rows, dtype=wp.int32, device=device)
+    pos = wp.zeros(len(rows), dtype=wp.vec3f, device=device)
+    quats = as_input(kind, np.zeros((len(rows), 4)), device)
+    rng = np.random.default_rng(13)
+    for step in range(3):
+        q, p = random_quats(rng, len(rows)), rng.uniform(-2.0, 2.0, size=(len(rows), 3))
+        pos.assign(p.astype(np.float32))
+        if isinstance(quats, wp.array):
+            wp.copy(quats, as_input(kind, wxyz(q), device))
+        else:
+            quats.copy_(as_input(kind, wxyz(q), device))
+        robots.set_world_poses(pos, quats, ids)
+        model.set_world([ROBOT_PATHS[i] for i in rows], p=p, q=q)
+        robots.check()
+        for view, paths in ((robots, ROBOT_PATHS), (cameras, CAMERA_PATHS)):
+            got_pos, got_quat = view.get_world_poses()
+            expected_pos, expected_quat, _ = decompose_all(model.worlds(paths))
+            np.testing.assert_allclose(got_pos.numpy(), expected_pos, atol=ATOL, err_msg=f"step {step}")
+            if view is robots:
+                assert_wxyz_output(got_quat, expected_quat)
+            else:
+                assert_quats_close(got_quat.numpy(), expected_quat, atol=ATOL)
+
+
 def test_local_masked_writes_and_round_trip(views, stage: Usd.Stage, device: str) -> None:
     """A masked wxyz local write (N-row device data) matches the model; a wxyz view's own output written back
     (vec4f) changes nothing."""

@@ -350,6 +350,12 @@ class BaseFrameView(abc.ABC):
         rows and data checked and coerced, ``write(rows, *data)``, errors settled. Returns whether its errors were
         raised at the call (host inputs), ``None`` when it wrote nothing."""
         args = self._args
+        key, recent = args.recent_write(call, indices, mask, values)
+        if recent is not None:  # device memory of a recent write's layout: its rows and arrays again
+            rows, coerced, now = recent
+            write(rows, *coerced)
+            self._settle_rows(rows, call, now=now, data=(values, coerced))
+            return now
         # host inputs reach a CUDA device as pinned memory the kernels read in place (free again once they ran)
         with args.host_inputs(in_place=True) as staging:
             rows = args.prepare(indices, mask, write=True, fold=True)
@@ -365,6 +371,7 @@ class BaseFrameView(abc.ABC):
             # (values, coerced): the data by argument name, paired only on the error path
             if self._settle_rows(rows, call, now=now, data=(values, coerced)) and staging is not None:
                 staging.waited()
+            args.remember_write(call, key, rows, pairs, now)
             return now
 
     def _apply_write(self, space: str, write: PendingWrite) -> None:

@@ -29,11 +29,13 @@ from .interop import borrow_host_rows, borrow_indices, borrow_mask
 from .launch import RecordedLaunch, block_dim_for
 from .quat_order import QuatOrder
 from .rows import ALL, INDEXED, MASK, Rows, is_torch_tensor
-from .values import check_host_rows, device_data, float32_rows, unwrap, wait_for_producer, width_of
+from .values import NO_KEY, check_host_rows, device_data, float32_rows, layout_key, unwrap, wait_for_producer, width_of
 
 __all__ = ["Arguments", "ArrayLike", "IndicesLike", "MaskLike"]
 
 _INDEX_KINDS = ("i", "u")
+_RECENT_WRITES = 4
+"""Writes :meth:`Arguments.recent_write` keeps per call name (a loop alternating a few buffers hits each)."""
 _MASK_KEY = "mask"
 """The keyword part of ``Arguments._last_rows``'s key for masks (indices: whether the backend narrows)."""
 
@@ -84,6 +86,7 @@ class Arguments:
         self._host_staging: HostStaging | None = None  # CUDA: host inputs' staging buffers, made on first use
         self._last_rows: tuple[Any, Any, tuple, Rows] | None = None  # (device indices or mask, keyword, layout, Rows)
         self._narrowed: wp.array | None = None  # the index buffer head the last narrowing launch wrote
+        self._recent: dict[str, list[tuple[tuple, tuple]]] = {}  # call -> [(layout key, (rows, data, now))]
         self.quat_order: QuatOrder | None = None  # quat_order="wxyz": orientations arrive wxyz (set by the view)
 
     def prepare(self, indices: IndicesLike, mask: MaskLike = None, write: bool = False, fold: bool = False) -> Rows:
@@ -122,6 +125,57 @@ class Arguments:
         host = self.indices_to_numpy(indices)
         self.check_host_indices(host, write)
         return self._stage_host_indices(host)
+
+    def recent_write(
+        self, call: str, indices: IndicesLike, mask: MaskLike, values: tuple[tuple[Any, str, type], ...]
+    ) -> tuple[tuple | None, tuple | None]:
+        """A write whose arguments are device memory of the layout of a recent ``call`` read in place: ``(key,
+        (rows, data, now))``, what :meth:`prepare` and :meth:`write_values` made of them then (device errors of
+        earlier calls reported, as :meth:`prepare` does). ``(key, None)``: not recent; :meth:`remember_write` keeps
+        the call's result under ``key`` (``None``: host data, never kept).
+
+        A reset loop passes buffers of one layout every step. Their Rows and arrays are views of the caller's memory
+        (they own nothing: only the layout gives them their meaning) and everything else a write does with them
+        (narrowing, checks) runs in its launches, so the same layout means the same result: this reads each
+        argument's layout and skips the rest of the argument handling."""
+        if not self._device_rows:  # other backends check device data with launches of the argument handling
+            return None, None
+        index_key = layout_key(indices)
+        if index_key is NO_KEY:  # host indices (and, usually, host data)
+            return None, None
+        key = (index_key, layout_key(mask), *[layout_key(value) for value, _name, _dtype in values])
+        if NO_KEY in key:
+            return None, None
+        for kept, result in self._recent.get(call, ()):
+            if kept == key:
+                self._errors.poll()
+                return key, result
+        return key, None
+
+    def remember_write(
+        self, call: str, key: tuple | None, rows: Rows, pairs: list[tuple[wp.array | None, bool]], now: bool
+    ) -> None:
+        """Keep a write's rows and data for :meth:`recent_write` when every one of them is the caller's memory read
+        in place (its address): nothing copied, staged, cast or narrowed by a launch of the argument handling."""
+        if key is None:
+            return
+        index_key, mask_key, *value_keys = key
+        if rows.kind == INDEXED:
+            source = rows.narrow[1] if rows.narrow is not None else rows.indices
+            if index_key is None or source is None or source.ptr != index_key[0]:
+                return
+        elif rows.kind == MASK:
+            if mask_key is None or rows.mask is None or rows.mask.ptr != mask_key[0]:
+                return
+        elif rows.kind != ALL:
+            return
+        for (array, _host), value_key in zip(pairs, value_keys, strict=True):
+            if (array is None) != (value_key is None) or (array is not None and array.ptr != value_key[0]):
+                return
+        recent = self._recent.setdefault(call, [])
+        if len(recent) >= _RECENT_WRITES:
+            recent.pop()
+        recent.insert(0, (key, (rows, [array for array, _host in pairs], now)))
 
     def check_host_indices(self, host: np.ndarray, write: bool) -> None:
         """Bounds of host indices, and (a write) each index at most once."""

@@ -15,7 +15,16 @@ from .host import CAPTURE_LOCK, to_numpy
 from .interop import borrow_rows, borrow_rows_on, rows_view, torch_on
 from .rows import is_torch_tensor
 
-__all__ = ["check_host_rows", "device_data", "float32_rows", "unwrap", "wait_for_producer", "width_of"]
+__all__ = [
+    "NO_KEY",
+    "check_host_rows",
+    "device_data",
+    "float32_rows",
+    "layout_key",
+    "unwrap",
+    "wait_for_producer",
+    "width_of",
+]
 
 
 _PLAIN = (wp.array, np.ndarray, list, tuple, range, type(None))
@@ -38,6 +47,29 @@ def unwrap(value: Any) -> Any:
         return value
     inner = getattr(value, "warp", None)
     return inner if isinstance(inner, wp.array) else value
+
+
+NO_KEY = object()
+""":func:`layout_key` of an argument that is not device memory (host data: copied or staged at each call)."""
+
+
+def layout_key(value: Any) -> Any:
+    """What decides how an argument in device memory is read in place, address first: a torch tensor's address,
+    shape, strides, dtype and device; a Warp array's (inside an Isaac Lab ``ProxyArray`` too) address, shape,
+    strides and dtype, and the array itself. ``None`` for ``None``, :data:`NO_KEY` for any other kind."""
+    if value is None:
+        return None
+    kind = type(value)
+    if kind in _TORCH_TYPES:
+        return (value.data_ptr(), value.shape, value.stride(), value.dtype, value.device)
+    if kind is not wp.array:
+        if is_torch_tensor(value):
+            _TORCH_TYPES.add(kind)  # torch is not imported here: its tensor types are learnt as they come
+            return layout_key(value)
+        value = unwrap(value)
+        if not isinstance(value, wp.array):
+            return NO_KEY
+    return (value.ptr, value.shape, value.strides, value.dtype, value)
 
 
 def device_data(value: Any, dtype: Any, device: Any, casts: dict) -> wp.array | None:
