@@ -372,6 +372,42 @@ def test_views_of_one_storage_in_turn_write_their_own_rows(pair: Callable, devic
         _assert_identical(results, f"step {step}")
 
 
+@pytest.mark.parametrize("fault", ["non_finite", "zero_quaternion", "out_of_range", "negative", "duplicate"])
+def test_numpy_writes_with_a_bad_value_raise_at_the_call_and_write_nothing(pair: Callable, device: str,
+                                                                           fault: str) -> None:  # fmt: skip
+    """NumPy ids and float32 data (the host kinds a CUDA view stages without converting them) with one bad value or
+    index: the call itself raises, names the argument, and writes nothing; the next good write writes."""
+    robots, cams = pair()
+    rng = np.random.default_rng(17)
+    ids = np.array(ROWS, dtype=np.int64)
+    pos = rng.uniform(-2, 2, (len(ROWS), 3)).astype(np.float32)
+    quat = random_quats(rng, len(ROWS)).astype(np.float32)
+    robots.set_world_poses(pos, quat, ids)
+    before = _snapshot(robots, cams)
+    bad_pos, bad_quat, bad_ids = pos.copy(), quat.copy(), ids.copy()
+    error, match = {
+        "non_finite": (ValueError, r"positions: row 1 .*non-finite"),
+        "zero_quaternion": (ValueError, r"orientations: row 2 .*zero-norm"),
+        "out_of_range": (IndexError, rf"index {NUM_ENVS} .*out of range"),
+        "negative": (IndexError, r"index -1 .*(negative|out of range)"),
+        "duplicate": (ValueError, rf"index {ROWS[0]} .*(more than|appears 2)"),
+    }[fault]
+    if fault == "non_finite":
+        bad_pos[1, 2] = np.inf
+    elif fault == "zero_quaternion":
+        bad_quat[2] = 0.0
+    else:
+        bad_ids[2 if fault == "duplicate" else 0] = {"out_of_range": NUM_ENVS, "negative": -1}.get(fault, ROWS[0])
+    with pytest.raises(error, match=match):
+        robots.set_world_poses(bad_pos, bad_quat, bad_ids)
+    _assert_identical([before, _snapshot(robots, cams)], fault)
+    robots.set_world_poses(pos[::-1].copy(), quat, ids)
+    native_robots, native_cams = pair()
+    native_robots.set_world_poses(*_native(device, pos, quat), ROWS)
+    native_robots.set_world_poses(*_native(device, pos[::-1], quat), ROWS)
+    _assert_identical([_snapshot(native_robots, native_cams), _snapshot(robots, cams)], f"{fault}, then a good write")
+
+
 @pytest.mark.parametrize("fault", ["non_finite", "zero_quaternion", "out_of_range", "duplicate"])
 def test_bad_values_refilled_into_known_buffers_raise_and_write_nothing(pair: Callable, device: str,
                                                                         fault: str) -> None:  # fmt: skip
@@ -464,18 +500,18 @@ def test_reset_with_torch_tensors_captured_in_a_torch_graph(backend: str) -> Non
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
 def test_numpy_writes_back_to_back_each_write_their_values(backend: str) -> None:
-    """Host data and host indices for a CUDA view go through pinned staging buffers copied asynchronously: many
-    writes queued without a wait, each of other rows and values, leave the stage as the last write of each row put
-    it (float64 truth of the positions written: a robot has no parent offset on this stage)."""
+    """Host data and host indices for a CUDA view go through pinned staging buffers: many writes, each of other
+    rows and values (int32 and int64 ids, float32 and float64 data), leave the stage as the last write of each row
+    put it (float64 truth of the positions written: a robot has no parent offset on this stage)."""
     stage = build_env_stage(NUM_ENVS, seed=8, robot_scale="uniform")
     robots = BACKENDS[backend](ROBOTS, stage, "cuda:0")
     try:
         rng = np.random.default_rng(12)
         expected = robots.get_world_poses()[0].numpy().astype(np.float64)
-        for _ in range(40):
-            rows = rng.choice(NUM_ENVS, 3, replace=False)
-            pos = rng.uniform(-4, 4, (3, 3))
-            robots.set_world_poses(pos, random_quats(rng, 3), indices=rows)
+        for step in range(40):
+            rows = rng.choice(NUM_ENVS, 3, replace=False).astype(np.int64 if step % 2 else np.int32)
+            pos = rng.uniform(-4, 4, (3, 3)).astype(np.float32 if step % 4 < 2 else np.float64)
+            robots.set_world_poses(pos, random_quats(rng, 3).astype(pos.dtype), indices=rows)
             expected[rows] = pos
         np.testing.assert_allclose(robots.get_world_poses()[0].numpy(), expected, atol=1e-5)
         robots.check()

@@ -358,9 +358,14 @@ class BaseFrameView(abc.ABC):
             return now
         # host inputs reach a CUDA device as pinned memory the kernels read in place (free again once they ran)
         with args.host_inputs(in_place=True) as staging:
-            rows = args.prepare(indices, mask, write=True, fold=True)
-            rows, pairs = args.write_values(rows, values, kernels_check=True)
-            coerced = [array for array, _host in pairs]
+            direct = args.host_write(indices, mask, values)  # NumPy indices and float32 rows on CUDA
+            if direct is not None:
+                rows, coerced = direct
+                pairs = [(array, True) for array in coerced]
+            else:
+                rows = args.prepare(indices, mask, write=True, fold=True)
+                rows, pairs = args.write_values(rows, values, kernels_check=True)
+                coerced = [array for array, _host in pairs]
             if rows.count == 0 or all(c is None for c in coerced):
                 return None
             write(rows, *coerced)

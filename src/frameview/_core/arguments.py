@@ -34,6 +34,7 @@ from .values import NO_KEY, check_host_rows, device_data, float32_rows, layout_k
 __all__ = ["Arguments", "ArrayLike", "IndicesLike", "MaskLike"]
 
 _INDEX_KINDS = ("i", "u")
+_FLOAT32 = np.dtype(np.float32)
 _RECENT_WRITES = 4
 """Writes :meth:`Arguments.recent_write` keeps per call name (a loop alternating a few buffers hits each)."""
 _MASK_KEY = "mask"
@@ -176,6 +177,28 @@ class Arguments:
         if len(recent) >= _RECENT_WRITES:
             recent.pop()
         recent.insert(0, (key, (rows, [array for array, _host in pairs], now)))
+
+    def host_write(
+        self, indices: IndicesLike, mask: MaskLike, values: tuple[tuple[Any, str, type], ...]
+    ) -> tuple[Rows, list[wp.array | None]] | None:
+        """A CUDA write from NumPy (the common host kind): int indices and float32 (M, width) rows, or ``None``
+        where the call passes another kind (the general path takes it). The indices are checked here and staged,
+        the rows staged for the kernels, which check them (as :meth:`prepare` and :meth:`write_values` do with
+        ``kernels_check``, without their dispatch on the argument kinds); call inside :meth:`host_inputs`."""
+        if type(indices) is not np.ndarray or mask is not None or not self._device_rows or self._device.is_cpu:
+            return None
+        n = indices.shape[0] if indices.ndim == 1 and indices.dtype.kind in _INDEX_KINDS else 0
+        if not n or self.quat_order is not None:
+            return None
+        for value, _name, dtype in values:
+            if value is not None and (type(value) is not np.ndarray or value.dtype != _FLOAT32 or value.ndim != 2
+                                      or value.shape[0] != n or value.shape[1] != width_of(dtype)):  # fmt: skip
+                return None
+        self._errors.poll()
+        self.check_host_indices(indices, write=True)
+        rows = self._stage_host_indices(indices)
+        staging = self._staging()
+        return rows, [None if value is None else staging.put(name, value, dtype) for value, name, dtype in values]
 
     def check_host_indices(self, host: np.ndarray, write: bool) -> None:
         """Bounds of host indices, and (a write) each index at most once."""

@@ -60,6 +60,8 @@ def layout_key(value: Any) -> Any:
     if value is None:
         return None
     kind = type(value)
+    if kind is np.ndarray or kind is list:
+        return NO_KEY
     if kind in _TORCH_TYPES:
         return (value.data_ptr(), value.shape, value.stride(), value.dtype, value.device)
     if kind is not wp.array:
